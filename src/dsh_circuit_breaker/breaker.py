@@ -1,0 +1,112 @@
+"""CircuitBreaker: the one entry point every integration calls before a tool runs."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from .config import Config
+from .identity import ObjectKeys, agent_label
+from .incidents import append_incident, incident_line
+from .keys import call_key
+from .messages import render
+from .rules import Verdict, decide
+from .state import AgentState
+from .stores import MemoryStore, Store, StoreUnavailable, store_from_url
+
+log = logging.getLogger("dsh_circuit_breaker")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The breaker's answer for one call. When denied, `message` is the model's tool result."""
+
+    allowed: bool
+    kind: str | None = None  # None, "duplicate" or "cap" ("unavailable" only with failClosed)
+    message: str | None = None
+    count: int = 0  # copies of this call counted (duplicate) or calls made (cap)
+    limit: int = 0
+
+
+ALLOW = Decision(True)
+
+
+class CircuitBreaker:
+    """Decides allow or deny for each tool call of each agent, per SPEC.
+
+    `state` is a Store or a state URL (`memory://` by default). `check` never raises:
+    an internal error allows the call and logs a warning.
+    """
+
+    def __init__(self, config: Config | None = None, state: Store | str | None = None) -> None:
+        self.config = config or Config()
+        if state is None:
+            state = MemoryStore()
+        elif isinstance(state, str):
+            state = store_from_url(state, self.config)
+        self.store: Store = state
+        self._ignore = frozenset(self.config.ignore_args)
+        self._objects = ObjectKeys(self._forget_key)
+
+    def check(self, agent: Any, tool: str, arguments: Any) -> Decision:
+        """Allow or deny one call of `tool` with `arguments` by `agent` (an object or an id)."""
+        config = self.config
+        try:
+            if not config.enabled or not config.guards(tool):
+                return ALLOW
+            key = call_key(tool, arguments, self._ignore)
+            if key is None:
+                return ALLOW
+            verdict = self._decide(self._state_key(agent), key)
+            if verdict.kind is None:
+                return Decision(True, None, None, verdict.count, verdict.limit)
+            if verdict.first_of_kind and config.incident_log:
+                self._report(agent, tool, verdict, config.incident_log)
+            return self._denial(tool, verdict.kind, verdict.count, verdict.limit)
+        except StoreUnavailable as exc:
+            log.warning("dsh-circuit-breaker: state store unavailable (%s)", exc)
+            if config.fail_closed:
+                return self._denial(tool, "unavailable", 0, 0)
+            return ALLOW
+        except Exception:
+            log.warning("dsh-circuit-breaker: internal error, call allowed", exc_info=True)
+            return ALLOW
+
+    def reset(self, agent: Any) -> None:
+        """Forget one agent's state: a fresh window and call count."""
+        self.store.reset(self._state_key(agent))
+
+    def close(self) -> None:
+        self.store.close()
+
+    def _decide(self, state_key: str, key: bytes) -> Verdict:
+        config = self.config
+
+        def step(state: AgentState) -> Verdict:
+            return decide(state, key, config)
+
+        return self.store.transact(state_key, step)
+
+    def _state_key(self, agent: Any) -> str:
+        if isinstance(agent, str):
+            return agent
+        return self._objects.key(agent)
+
+    def _forget_key(self, state_key: str) -> None:
+        try:
+            self.store.reset(state_key)
+        except Exception:  # runs from a finalizer: must not raise
+            log.debug("dsh-circuit-breaker: could not drop state of %s", state_key, exc_info=True)
+
+    def _denial(self, tool: str, kind: str, count: int, limit: int) -> Decision:
+        if kind == "unavailable":
+            text = f"Circuit breaker: this {tool} call was NOT run: the breaker's state is unavailable."
+        else:
+            text = render(self.config.message_template(kind), tool, kind, count, limit)
+        return Decision(False, kind, text, count, limit)
+
+    def _report(self, agent: Any, tool: str, verdict: Verdict, path: str) -> None:
+        assert verdict.kind is not None
+        line = incident_line(verdict.kind, tool, verdict.count, verdict.limit, agent_label(agent))
+        append_incident(path, line)

@@ -1,0 +1,53 @@
+"""`dsh-circuit-breaker demo`: the original plugin's probe, replayed through the breaker."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+
+from .breaker import CircuitBreaker
+from .config import Config
+
+PROBE_CALLS = 10
+
+
+def probe_calls(n: int = PROBE_CALLS) -> list[dict[str, str]]:
+    """An agent told to run `echo cbprobe4` n times, whose bash tool rewrites its
+    `description` on every call: the case the original plugin's first version missed."""
+    return [
+        {"command": "echo cbprobe4", "description": f"Run probe step {i}"} for i in range(1, n + 1)
+    ]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--calls", type=int, default=PROBE_CALLS, help="how many probe calls")
+
+
+def run(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        log_path = os.path.join(tmp, "incidents.jsonl")
+        breaker = CircuitBreaker(Config(incident_log=log_path))
+        print(f"Defaults: {_describe(breaker.config)}\n")
+        denial = None
+        for i, arguments in enumerate(probe_calls(args.calls), start=1):
+            decision = breaker.check("demo-agent", "bash", arguments)
+            verdict = "allowed" if decision.allowed else f"DENIED ({decision.kind})"
+            print(f"call {i:2}: bash {arguments}  ->  {verdict}")
+            denial = denial or decision.message
+        if denial:
+            print(f"\nWhat the model receives instead of the tool's output:\n  {denial}")
+        with open(log_path, encoding="utf-8") as log:
+            lines = log.read().splitlines()
+        print(f"\nIncident log ({len(lines)} line):")
+        for line in lines:
+            print(f"  {line}")
+    return 0
+
+
+def _describe(config: Config) -> str:
+    return (
+        f"duplicateLimit={config.duplicate_limit}, window={config.window}, "
+        f"resetOnNewCall={str(config.reset_on_new_call).lower()}, "
+        f"maxCallsPerAgent={config.max_calls_per_agent}, ignoreArgs={list(config.ignore_args)}"
+    )

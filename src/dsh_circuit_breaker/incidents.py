@@ -1,0 +1,41 @@
+"""The append-only JSONL incident log a supervisor reads to spot a tripped agent."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+log = logging.getLogger("dsh_circuit_breaker")
+
+
+def incident_line(kind: str, tool: str, count: int, limit: int, who: dict[str, Any]) -> bytes:
+    record: dict[str, Any] = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "kind": kind,
+        "tool": tool,
+        "count": count,
+        "limit": limit,
+    }
+    record.update(who)
+    return (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
+
+
+def append_incident(path: str, line: bytes) -> bool:
+    """Append one line; never raises. One O_APPEND write per line, so concurrent
+    appenders (threads or processes) never interleave inside a line."""
+    try:
+        fd = os.open(os.path.expanduser(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            written = os.write(fd, line)
+        finally:
+            os.close(fd)
+        if written != len(line):
+            log.warning("dsh-circuit-breaker: short write to incident log %s", path)
+            return False
+        return True
+    except Exception as exc:  # a bad path or full disk must never touch a decision
+        log.warning("dsh-circuit-breaker: cannot write incident log %s: %s", path, exc)
+        return False

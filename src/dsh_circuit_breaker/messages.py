@@ -1,0 +1,21 @@
+"""The text a model receives in place of a denied call's result."""
+
+from __future__ import annotations
+
+DEFAULT_MESSAGES = {
+    "duplicate": (
+        "Circuit breaker: this {tool} call was NOT run. The identical call has already run "
+        "{count} times (limit {limit} identical calls). Repeating it will not give a "
+        "different result. Change your approach, use the results you already have, "
+        "or stop and tell the user what is blocking you."
+    ),
+    "cap": (
+        "Circuit breaker: this {tool} call was NOT run. This agent has made {count} tool "
+        "calls, the limit is {limit}, and no further tool calls will run for this agent. "
+        "Finish with what you already have, or stop and tell the user what blocked you."
+    ),
+}
+
+
+def render(template: str, tool: str, kind: str, count: int, limit: int) -> str:
+    return template.format(tool=tool, kind=kind, count=count, limit=limit)

@@ -1,0 +1,39 @@
+"""State stores, chosen by URL: `memory://`, `sqlite:///path`, `redis://host:6379/0`."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..config import Config, ConfigError
+from .base import Store, StoreUnavailable
+from .memory import MemoryStore
+
+# scheme -> "module:factory"; imported only when chosen, so the hook path stays light.
+# A factory takes (url, config) and returns a Store.
+_SCHEMES = {
+    "sqlite": "dsh_circuit_breaker.stores.sqlite:from_url",
+    "redis": "dsh_circuit_breaker.stores.redis:from_url",
+    "rediss": "dsh_circuit_breaker.stores.redis:from_url",
+}
+
+
+def store_from_url(url: str, config: Config | None = None) -> Store:
+    """The store a state URL names; an unknown scheme is a ConfigError naming it."""
+    config = config or Config()
+    scheme, sep, _ = url.partition("://")
+    if not sep:
+        raise ConfigError(f"state URL {url!r} has no scheme (use memory://, sqlite:///path, ...)")
+    if scheme == "memory":
+        return MemoryStore()
+    target = _SCHEMES.get(scheme)
+    if target is None:
+        known = ", ".join(["memory", *_SCHEMES])
+        raise ConfigError(f"state URL {url!r}: unknown scheme {scheme!r} (known: {known})")
+    module_name, _, attr = target.partition(":")
+    factory: Any = getattr(importlib.import_module(module_name), attr)
+    store: Store = factory(url, config)
+    return store
+
+
+__all__ = ["MemoryStore", "Store", "StoreUnavailable", "store_from_url"]

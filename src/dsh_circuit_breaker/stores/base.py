@@ -1,0 +1,32 @@
+"""What a state store must do: run one decision atomically over one agent's state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
+
+from ..state import AgentState
+
+T = TypeVar("T")
+
+
+class StoreUnavailable(RuntimeError):
+    """The store could not be reached within its budget; the breaker fails open (or closed)."""
+
+
+class Store(Protocol):
+    """Per-agent state, keyed by a string agent id.
+
+    `transact` loads the agent's state (a fresh one if unknown or expired), calls `step`
+    on it, persists what `step` changed and returns its result, all as one atomic unit:
+    concurrent callers for one agent never lose or double a count. The rules live in
+    `step`; a store never decides anything.
+    """
+
+    def transact(self, agent: str, step: Callable[[AgentState], T]) -> T: ...
+
+    def reset(self, agent: str) -> None: ...
+
+    def agents(self) -> Iterator[tuple[str, AgentState]]: ...
+
+    def close(self) -> None: ...
