@@ -21,3 +21,19 @@ def require(available: bool, what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} is required under CI but is missing")
     pytest.skip(f"{what} is not installed here")
+
+
+# Every store runs the same contract suite (tests/test_store_contract.py). A store
+# module registers here how to build one for a test: kind -> factory(tmp_path) -> URL.
+# The factory calls `require(...)` for whatever server it needs.
+def _memory_url(tmp_path: object) -> str:
+    return "memory://"
+
+
+STORE_URLS = {"memory": _memory_url}
+
+
+@pytest.fixture(params=sorted(STORE_URLS))
+def state_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
+    """A state URL for each store kind in STORE_URLS."""
+    return STORE_URLS[request.param](tmp_path)

@@ -1,0 +1,74 @@
+"""SPEC's rules, run against every state store, so no backend drifts from the others."""
+
+from __future__ import annotations
+
+import threading
+
+from dsh_circuit_breaker import CircuitBreaker, Config
+
+
+def test_probe_allows_six_then_denies(state_url: str) -> None:
+    breaker = CircuitBreaker(Config(), state=state_url)
+    allowed = [
+        breaker.check("agent-1", "bash", {"command": "echo cbprobe4", "description": f"step {i}"})
+        for i in range(10)
+    ]
+    assert [d.allowed for d in allowed] == [True] * 6 + [False] * 4
+    assert allowed[6].kind == "duplicate"
+    breaker.close()
+
+
+def test_cycle_denied_on_fourteenth_call(state_url: str) -> None:
+    breaker = CircuitBreaker(Config(), state=state_url)
+    results = [breaker.check("a", "t", {"k": "AB"[i % 2]}).allowed for i in range(14)]
+    assert results == [True] * 13 + [False]
+    breaker.close()
+
+
+def test_cap_holds_and_exempt_passes(state_url: str) -> None:
+    breaker = CircuitBreaker(Config(max_calls_per_agent=5, window=10), state=state_url)
+    assert all(breaker.check("a", "t", {"i": i}).allowed for i in range(5))
+    capped = breaker.check("a", "t", {"i": 99})
+    assert (capped.allowed, capped.kind, capped.count, capped.limit) == (False, "cap", 5, 5)
+    assert breaker.check("a", "todo_write", {"x": 1}).allowed
+    assert breaker.check("b", "t", {"i": 0}).allowed
+    breaker.close()
+
+
+def test_reset_forgets_one_agent(state_url: str) -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5), state=state_url)
+    assert breaker.check("a", "t", {}).allowed
+    assert breaker.check("b", "t", {}).allowed
+    assert not breaker.check("a", "t", {}).allowed
+    breaker.reset("a")
+    assert breaker.check("a", "t", {}).allowed
+    assert not breaker.check("b", "t", {}).allowed
+    breaker.close()
+
+
+def test_window_ages_out_a_repeat(state_url: str) -> None:
+    config = Config(duplicate_limit=2, window=3, reset_on_new_call=False)
+    breaker = CircuitBreaker(config, state=state_url)
+    calls = ["A", "A", "B", "C", "A"]  # by the 5th call both early A's have left the window
+    assert [breaker.check("a", "t", c).allowed for c in calls] == [True] * 5
+    breaker.close()
+
+
+def test_threads_never_lose_a_count(state_url: str) -> None:
+    breaker = CircuitBreaker(Config(), state=state_url)
+    results: list[bool] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        for _ in range(10):
+            allowed = breaker.check("shared", "bash", {"command": "ls"}).allowed
+            with lock:
+                results.append(allowed)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count(True) == 6
+    breaker.close()
