@@ -100,10 +100,7 @@ class CircuitBreaker:
             log.debug("dsh-circuit-breaker: could not drop state of %s", state_key, exc_info=True)
 
     def _denial(self, tool: str, kind: str, count: int, limit: int) -> Decision:
-        if kind == "unavailable":
-            text = f"Circuit breaker: this {tool} call was NOT run: the breaker's state is unavailable."
-        else:
-            text = render(self.config.message_template(kind), tool, kind, count, limit)
+        text = render(self.config.message_template(kind), tool, kind, count, limit)
         return Decision(False, kind, text, count, limit)
 
     def _report(self, agent: Any, tool: str, verdict: Verdict, path: str) -> None:

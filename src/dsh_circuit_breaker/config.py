@@ -67,7 +67,9 @@ class Config:
                 "max_calls_per_agent", f"must be 0 (off) or more, got {self.max_calls_per_agent}"
             )
         if self.idle_expiry_seconds < 1:
-            raise _error("idle_expiry_seconds", f"must be at least 1, got {self.idle_expiry_seconds}")
+            raise _error(
+                "idle_expiry_seconds", f"must be at least 1, got {self.idle_expiry_seconds}"
+            )
         if self.store_timeout <= 0:
             raise _error("store_timeout", f"must be above 0, got {self.store_timeout}")
         _check_messages(self.deny_message)

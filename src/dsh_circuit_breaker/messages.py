@@ -14,6 +14,12 @@ DEFAULT_MESSAGES = {
         "calls, the limit is {limit}, and no further tool calls will run for this agent. "
         "Finish with what you already have, or stop and tell the user what blocked you."
     ),
+    # Only with failClosed, when a shared store cannot be reached.
+    "unavailable": (
+        "Circuit breaker: this {tool} call was NOT run because the breaker's shared state "
+        "cannot be reached and the breaker is set to fail closed. Try again later, or stop "
+        "and tell the user what is blocking you."
+    ),
 }
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from .config import Config
 from .state import AgentState
 
 
-class Verdict(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Verdict:
     kind: str | None  # None (allowed), "duplicate" or "cap"
     count: int
     limit: int

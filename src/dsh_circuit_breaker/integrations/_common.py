@@ -1,0 +1,67 @@
+"""What every framework adapter shares: building the breaker, checking off the event loop,
+and reading a tool call's arguments the way the model sent them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from ..breaker import CircuitBreaker, Decision
+from ..config import Config
+from ..stores import MemoryStore
+
+log = logging.getLogger("dsh_circuit_breaker")
+
+
+def make_breaker(breaker: CircuitBreaker | None, config: Config | None) -> CircuitBreaker:
+    """The breaker an adapter uses: the one given, or a new in-memory one with `config`."""
+    if breaker is not None:
+        if config is not None:
+            raise TypeError("pass either breaker= or config=, not both")
+        return breaker
+    return CircuitBreaker(config)
+
+
+async def acheck(breaker: CircuitBreaker, agent: Any, tool: str, arguments: Any) -> Decision:
+    """`breaker.check` for async hooks. The memory store answers in microseconds, so it runs
+    inline; a persistent store may wait up to `store_timeout` on I/O, so it runs in a worker
+    thread rather than stall every other task on the event loop."""
+    if isinstance(breaker.store, MemoryStore):
+        return breaker.check(agent, tool, arguments)
+    return await asyncio.to_thread(breaker.check, agent, tool, arguments)
+
+
+async def areset(breaker: CircuitBreaker, agent: Any) -> None:
+    """`breaker.reset` for async hooks; never raises into the host (fail open)."""
+    try:
+        if isinstance(breaker.store, MemoryStore):
+            breaker.reset(agent)
+        else:
+            await asyncio.to_thread(breaker.reset, agent)
+    except Exception:
+        log.warning("dsh-circuit-breaker: could not reset agent state", exc_info=True)
+
+
+def safe_reset(breaker: CircuitBreaker, agent: Any) -> None:
+    try:
+        breaker.reset(agent)
+    except Exception:
+        log.warning("dsh-circuit-breaker: could not reset agent state", exc_info=True)
+
+
+def model_arguments(raw: Any) -> Any:
+    """A call's arguments as the model sent them: a JSON string is parsed; one that does not
+    parse stays the raw string, which SPEC makes the comparable value; None means no arguments."""
+    if raw is None:
+        return {}
+    if isinstance(raw, (str, bytes)):
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        if not text.strip():
+            return {}
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return raw

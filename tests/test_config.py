@@ -1,0 +1,96 @@
+"""Configuration: SPEC's defaults, camelCase and snake_case, loud errors naming the key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dsh_circuit_breaker import Config, ConfigError
+
+
+def test_defaults_match_spec() -> None:
+    c = Config()
+    assert (c.enabled, c.duplicate_limit, c.window, c.reset_on_new_call) == (True, 6, 200, True)
+    assert c.max_calls_per_agent == 300
+    assert c.exempt == ("todo_write", "ask_user_question", "exit_plan_mode")
+    assert c.only == ()
+    assert c.ignore_args == ("description", "explanation", "reason", "thought", "purpose")
+    assert c.deny_message is None and c.incident_log is None
+
+
+def test_from_mapping_takes_camel_and_snake_case() -> None:
+    camel = Config.from_mapping({"duplicateLimit": 4, "window": 50, "resetOnNewCall": False})
+    snake = Config.from_mapping({"duplicate_limit": 4, "window": 50, "reset_on_new_call": False})
+    assert camel == snake == Config(duplicate_limit=4, window=50, reset_on_new_call=False)
+
+
+def test_from_mapping_lists_become_tuples() -> None:
+    config = Config.from_mapping({"exempt": ["a", "b*"], "ignoreArgs": []})
+    assert config.exempt == ("a", "b*") and config.ignore_args == ()
+
+
+def test_from_mapping_over_a_base() -> None:
+    base = Config(exempt=("TodoWrite",))
+    assert Config.from_mapping({"window": 20}, base=base).exempt == ("TodoWrite",)
+
+
+def test_empty_incident_log_means_off() -> None:
+    assert Config(incident_log="").incident_log is None
+
+
+@pytest.mark.parametrize(
+    ("mapping", "named"),
+    [
+        ({"duplicateLimit": 0}, "duplicateLimit"),
+        ({"window": 0}, "window"),
+        ({"maxCallsPerAgent": -1}, "maxCallsPerAgent"),
+        ({"window": 5}, "window"),  # smaller than duplicateLimit 6
+        ({"duplicateLimit": "6"}, "duplicateLimit"),
+        ({"duplicateLimit": True}, "duplicateLimit"),
+        ({"duplicateLimit": 6.0}, "duplicateLimit"),
+        ({"resetOnNewCall": "yes"}, "resetOnNewCall"),
+        ({"enabled": 1}, "enabled"),
+        ({"exempt": "todo_write"}, "exempt"),
+        ({"exempt": ["ok", 3]}, "exempt"),
+        ({"only": [""]}, "only"),
+        ({"ignoreArgs": None}, "ignoreArgs"),
+        ({"denyMessage": "stop {tool} {oops}"}, "denyMessage"),
+        ({"denyMessage": "{0}"}, "denyMessage"),
+        ({"denyMessage": "unclosed {tool"}, "denyMessage"),
+        ({"denyMessage": {"loop": "x"}}, "denyMessage"),
+        ({"denyMessage": {"cap": 3}}, "denyMessage"),
+        ({"denyMessage": 7}, "denyMessage"),
+        ({"incidentLog": 7}, "incidentLog"),
+        ({"duplicateLimt": 6}, "duplicateLimt"),
+        ({"idleExpirySeconds": 0}, "idleExpirySeconds"),
+        ({"storeTimeout": 0}, "storeTimeout"),
+    ],
+)
+def test_bad_config_fails_naming_the_key(mapping: dict[str, Any], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        Config.from_mapping(mapping)
+
+
+def test_unknown_key_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match=r"unknown config key 'dupLimit'.*duplicateLimit"):
+        Config.from_mapping({"dupLimit": 3})
+
+
+def test_same_key_in_both_spellings_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="given twice"):
+        Config.from_mapping({"window": 10, "duplicateLimit": 2, "duplicate_limit": 3})
+
+
+def test_not_a_mapping() -> None:
+    with pytest.raises(ConfigError, match="mapping"):
+        Config.from_mapping(["duplicateLimit", 3])  # type: ignore[arg-type]
+
+
+def test_direct_construction_is_validated_too() -> None:
+    with pytest.raises(ConfigError, match="window"):
+        Config(duplicate_limit=10, window=9)
+
+
+def test_literal_braces_are_allowed_in_messages() -> None:
+    assert Config(deny_message="{{json}} {tool}").deny_message == "{{json}} {tool}"

@@ -1,0 +1,355 @@
+"""SPEC's rules through the public API, on the in-memory store (issue 2's list)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from dsh_circuit_breaker import CircuitBreaker, Config, Decision
+from dsh_circuit_breaker.demo import probe_calls
+
+
+def run(breaker: CircuitBreaker, calls: list[tuple[str, Any]], agent: Any = "agent") -> list[bool]:
+    return [breaker.check(agent, tool, args).allowed for tool, args in calls]
+
+
+def first_denial(results: list[bool]) -> int | None:
+    """1-based number of the first denied call."""
+    return next((i for i, ok in enumerate(results, start=1) if not ok), None)
+
+
+def test_probe_with_rewritten_description_is_stopped_after_six() -> None:
+    breaker = CircuitBreaker()
+    decisions = [breaker.check("a", "bash", args) for args in probe_calls()]
+    assert [d.allowed for d in decisions] == [True] * 6 + [False] * 4
+    denied = decisions[6]
+    assert denied.kind == "duplicate"
+    assert (denied.count, denied.limit) == (6, 6)
+    assert denied.message is not None
+    assert "bash" in denied.message and "6 times" in denied.message and "limit 6" in denied.message
+    assert all(d.message is None and d.kind is None for d in decisions[:6])
+
+
+def test_probe_without_ignore_args_is_never_denied() -> None:
+    breaker = CircuitBreaker(Config(ignore_args=()))
+    assert all(breaker.check("a", "bash", args).allowed for args in probe_calls())
+
+
+def test_argument_order_never_changes_the_key() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5))
+    assert breaker.check("a", "t", {"x": 1, "y": {"p": [1, 2], "q": {"m": 1, "n": 2}}}).allowed
+    second = breaker.check("a", "t", {"y": {"q": {"n": 2, "m": 1}, "p": [1, 2]}, "x": 1})
+    assert not second.allowed
+
+
+def test_list_order_does_change_the_key() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5))
+    assert breaker.check("a", "t", {"p": [1, 2]}).allowed
+    assert breaker.check("a", "t", {"p": [2, 1]}).allowed
+
+
+def test_ignore_args_is_top_level_only() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5))
+    assert breaker.check("a", "t", {"q": 1, "description": "x"}).allowed
+    assert not breaker.check("a", "t", {"q": 1, "description": "y"}).allowed
+    assert breaker.check("a", "t", {"q": {"description": "x"}}).allowed
+    assert breaker.check("a", "t", {"q": {"description": "y"}}).allowed
+
+
+def test_same_arguments_different_tools_are_different_calls() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5))
+    assert breaker.check("a", "read_file", {"path": "x"}).allowed
+    assert breaker.check("a", "write_file", {"path": "x"}).allowed
+
+
+class Opaque:
+    pass
+
+
+def _cycle() -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    d["self"] = d
+    return d
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"data": b"bytes"},
+        {"s": {1, 2}},
+        {"o": Opaque()},
+        {1: "int key"},
+        {"nested": {(1, 2): "tuple key"}},
+        {"deep": [{"x": {2: "int key deep"}}]},
+        _cycle(),
+    ],
+    ids=["bytes", "set", "object", "int-key", "tuple-key", "deep-int-key", "cycle"],
+)
+def test_unserializable_arguments_are_allowed_and_not_counted(arguments: Any) -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5, max_calls_per_agent=1))
+    for _ in range(5):
+        decision = breaker.check("a", "t", arguments)
+        assert decision.allowed
+    # Nothing was counted: the cap of 1 still admits a first real call.
+    assert breaker.check("a", "t", {"ok": 1}).allowed
+
+
+def test_int_key_does_not_collide_with_string_key() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5))
+    assert breaker.check("a", "t", {"1": "x"}).allowed
+    assert breaker.check("a", "t", {1: "x"}).allowed
+
+
+def test_raw_string_arguments_are_compared_as_strings() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=2, window=5))
+    assert run(breaker, [("t", "{not json")] * 3) == [True, True, False]
+
+
+def test_denied_calls_are_not_counted_and_do_not_enter_the_window() -> None:
+    config = Config(duplicate_limit=2, window=4, reset_on_new_call=False, max_calls_per_agent=5)
+    breaker = CircuitBreaker(config)
+    assert run(breaker, [("t", "A")] * 2) == [True, True]
+    # Many denials of A: they must neither use up the cap nor push B/C/D out of the window.
+    assert run(breaker, [("t", "A")] * 10) == [False] * 10
+    assert run(breaker, [("t", "B"), ("t", "B")]) == [True, True]
+    assert not breaker.check("agent", "t", "B").allowed
+    assert breaker.check("agent", "t", "C").allowed  # 5th allowed call: cap not reached
+    capped = breaker.check("agent", "t", "D")
+    assert (capped.kind, capped.count) == ("cap", 5)
+
+
+def test_a_repeat_ages_out_of_the_window() -> None:
+    config = Config(duplicate_limit=2, window=4, reset_on_new_call=False)
+    breaker = CircuitBreaker(config)
+    assert run(breaker, [("t", "A"), ("t", "A")]) == [True, True]
+    assert not breaker.check("agent", "t", "A").allowed
+    assert run(breaker, [("t", "B"), ("t", "C")]) == [True, True]
+    assert not breaker.check("agent", "t", "A").allowed  # window: A A B C
+    assert breaker.check("agent", "t", "D").allowed  # window: A B C D; one A aged out
+    assert breaker.check("agent", "t", "A").allowed
+
+
+def edit_test_cycle(rounds: int = 20) -> list[tuple[str, Any]]:
+    calls: list[tuple[str, Any]] = []
+    for i in range(rounds):
+        calls.append(("bash", {"command": "pytest -x tests/"}))
+        calls.append(("edit", {"path": "src/a.py", "new": f"fix {i}"}))
+    return calls
+
+
+def test_edit_test_cycle_is_never_denied_by_default() -> None:
+    assert all(run(CircuitBreaker(), edit_test_cycle()))
+
+
+def test_edit_test_cycle_is_denied_on_seventh_run_with_the_original_rule() -> None:
+    results = run(CircuitBreaker(Config(reset_on_new_call=False)), edit_test_cycle())
+    assert first_denial(results) == 13  # the 7th test run: calls 1, 3, ..., 13
+
+
+def test_straight_repeat_denied_on_seventh_copy() -> None:
+    assert first_denial(run(CircuitBreaker(), [("t", "A")] * 20)) == 7
+
+
+def test_two_cycle_denied_on_fourteenth_call() -> None:
+    calls = [("t", "AB"[i % 2]) for i in range(30)]
+    assert first_denial(run(CircuitBreaker(), calls)) == 14
+
+
+def test_three_cycle_denied_on_twenty_first_call() -> None:
+    # C (call 3) is the last new call; C then runs at 3, 6, ..., 18 (six copies): call 21 is
+    # the 7th. A and B made only five counted copies by then.
+    calls = [("t", "ABC"[i % 3]) for i in range(40)]
+    assert first_denial(run(CircuitBreaker(), calls)) == 21
+
+
+def test_new_call_resets_the_count() -> None:
+    calls = [("t", "A")] * 6 + [("t", "NEW")] + [("t", "A")] * 6
+    assert all(run(CircuitBreaker(), calls))
+
+
+def test_cap_allows_n_then_denies_forever_with_exempt_passing() -> None:
+    breaker = CircuitBreaker(Config(max_calls_per_agent=10))
+    assert all(breaker.check("a", "t", {"i": i}).allowed for i in range(10))
+    for i in range(10, 30):
+        decision = breaker.check("a", "t", {"i": i})
+        assert (decision.allowed, decision.kind, decision.count, decision.limit) == (
+            False,
+            "cap",
+            10,
+            10,
+        )
+    assert decision.message and "no further tool calls will run" in decision.message
+    assert breaker.check("a", "ask_user_question", {"q": "help?"}).allowed
+
+
+def test_cap_zero_disables() -> None:
+    breaker = CircuitBreaker(Config(max_calls_per_agent=0))
+    assert all(breaker.check("a", "t", {"i": i}).allowed for i in range(1000))
+
+
+def test_only_overrides_exempt_and_wildcards_match() -> None:
+    config = Config(duplicate_limit=1, exempt=("mcp__*",), only=("mcp__fs__*", "bash"))
+    breaker = CircuitBreaker(config)
+    assert breaker.check("a", "mcp__fs__read", {}).allowed
+    assert not breaker.check("a", "mcp__fs__read", {}).allowed
+    assert all(breaker.check("a", "mcp__web__get", {}).allowed for _ in range(5))
+    assert all(breaker.check("a", "read_file", {}).allowed for _ in range(5))
+
+
+def test_exempt_wildcard() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1, exempt=("todo_*",)))
+    assert all(breaker.check("a", "todo_write", {}).allowed for _ in range(5))
+    assert breaker.check("a", "todo", {}).allowed
+    assert not breaker.check("a", "todo", {}).allowed
+
+
+def test_wildcard_is_the_only_special_character() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1, exempt=("a?c", "[x]")))
+    assert breaker.check("a", "abc", {}).allowed
+    assert not breaker.check("a", "abc", {}).allowed
+    assert all(breaker.check("a", "[x]", {}).allowed for _ in range(3))
+
+
+def test_unguarded_calls_are_invisible() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=2, max_calls_per_agent=3))
+    # An exempt call between repeats must not count as a new call (resetting the count)...
+    calls = [("t", "A"), ("todo_write", {"n": 1}), ("t", "A"), ("todo_write", {"n": 2})]
+    assert all(run(breaker, calls))
+    assert not breaker.check("agent", "t", "A").allowed
+    # ...and must not use up the cap: only two guarded calls have been allowed so far.
+    assert breaker.check("agent", "t", "B").allowed
+    assert breaker.check("agent", "t", "C").kind == "cap"
+
+
+def test_disabled_allows_and_records_nothing() -> None:
+    breaker = CircuitBreaker(Config(enabled=False, duplicate_limit=1, max_calls_per_agent=1))
+    assert all(breaker.check("a", "t", {}).allowed for _ in range(10))
+
+
+def test_agents_are_isolated() -> None:
+    breaker = CircuitBreaker()
+    assert run(breaker, [("t", "A")] * 6, agent="one") == [True] * 6
+    assert run(breaker, [("t", "A")] * 6, agent="two") == [True] * 6
+    assert not breaker.check("one", "t", "A").allowed
+    assert not breaker.check("two", "t", "A").allowed
+
+
+class Agent:
+    def __init__(self, name: str) -> None:
+        self.name_ = name
+
+
+def test_agent_objects_are_isolated_and_freed_when_collected() -> None:
+    breaker = CircuitBreaker()
+    first, second = Agent("x"), Agent("x")
+    assert run(breaker, [("t", "A")] * 6, agent=first) == [True] * 6
+    assert breaker.check(second, "t", "A").allowed
+    assert not breaker.check(first, "t", "A").allowed
+    assert len(list(breaker.store.agents())) == 2
+    del first
+    gc.collect()
+    assert len(list(breaker.store.agents())) == 1
+
+
+def test_agents_that_cannot_be_weakly_referenced_still_work() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1))
+    unhashable: dict[str, Any] = {"no": "id"}
+    for agent in [("tuple", 1), 42, unhashable, ["list"]]:
+        assert breaker.check(agent, "t", {}).allowed
+        assert not breaker.check(agent, "t", {}).allowed
+
+
+def test_reset_forgets_object_agent_state() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1))
+    agent = Agent("x")
+    assert breaker.check(agent, "t", {}).allowed
+    assert not breaker.check(agent, "t", {}).allowed
+    breaker.reset(agent)
+    assert breaker.check(agent, "t", {}).allowed
+
+
+def test_parallel_batch_of_agents_never_interferes() -> None:
+    breaker = CircuitBreaker()
+    outcome: dict[int, list[bool]] = {}
+
+    def agent_run(n: int) -> None:
+        outcome[n] = run(breaker, [("t", "A")] * 10, agent=f"agent-{n}")
+
+    threads = [threading.Thread(target=agent_run, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r == [True] * 6 + [False] * 4 for r in outcome.values())
+
+
+def test_two_threads_on_one_agent_never_lose_a_count() -> None:
+    breaker = CircuitBreaker(Config(max_calls_per_agent=1000, duplicate_limit=6, window=2000))
+    allowed: list[int] = []
+
+    def hammer(offset: int) -> None:
+        allowed.append(
+            sum(breaker.check("one", "t", {"i": offset + i}).allowed for i in range(500))
+        )
+
+    threads = [threading.Thread(target=hammer, args=(k * 1000,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(allowed) == 1000  # exactly the cap: no count lost, none doubled
+
+
+def test_internal_error_fails_open_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    class BrokenStore:
+        def transact(self, agent: str, step: Any) -> Any:
+            raise RuntimeError("disk on fire")
+
+        def reset(self, agent: str) -> None: ...
+
+        def agents(self) -> Any:
+            return iter(())
+
+        def close(self) -> None: ...
+
+    breaker = CircuitBreaker(Config(), state=BrokenStore())
+    assert breaker.check("a", "t", {}) == Decision(True)
+    assert "internal error" in caplog.text
+
+
+def test_unknown_tool_name_type_fails_open() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1))
+    assert breaker.check("a", None, {}).allowed  # type: ignore[arg-type]
+    assert breaker.check("a", None, {}).allowed  # type: ignore[arg-type]
+
+
+def test_custom_deny_messages_use_placeholders() -> None:
+    config = Config(
+        duplicate_limit=1,
+        max_calls_per_agent=2,
+        deny_message={"duplicate": "{kind}: {tool} x{count}/{limit}", "cap": "capped at {limit}"},
+    )
+    breaker = CircuitBreaker(config)
+    breaker.check("a", "t", "A")
+    assert breaker.check("a", "t", "A").message == "duplicate: t x1/1"
+    breaker.check("a", "t", "B")
+    assert breaker.check("a", "t", "C").message == "capped at 2"
+
+
+def test_single_deny_message_serves_both_kinds() -> None:
+    breaker = CircuitBreaker(
+        Config(duplicate_limit=1, max_calls_per_agent=2, deny_message="no {tool}")
+    )
+    breaker.check("a", "t", "A")
+    assert breaker.check("a", "t", "A").message == "no t"
+    breaker.check("a", "u", "B")
+    assert breaker.check("a", "u", "C").message == "no u"
+
+
+def test_decision_json_roundtrip_of_config() -> None:
+    config = Config(exempt=("x",), deny_message={"cap": "c"})
+    assert Config.from_mapping(json.loads(json.dumps(config.to_mapping()))) == config
