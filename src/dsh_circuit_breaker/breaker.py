@@ -48,6 +48,9 @@ class CircuitBreaker:
         self.store: Store = state
         self._ignore = frozenset(self.config.ignore_args)
         self._objects = ObjectKeys(self._forget_key)
+        # Allowed decisions differ only in their count: build them once, not per call.
+        limit = self.config.duplicate_limit
+        self._allowed = [Decision(True, None, None, n, limit) for n in range(limit + 1)]
 
     def check(self, agent: Any, tool: str, arguments: Any) -> Decision:
         """Allow or deny one call of `tool` with `arguments` by `agent` (an object or an id)."""
@@ -60,10 +63,10 @@ class CircuitBreaker:
                 return ALLOW
             verdict = self._decide(self._state_key(agent), key)
             if verdict.kind is None:
-                return Decision(True, None, None, verdict.count, verdict.limit)
+                return self._allowed[verdict.seen]
             if verdict.first_of_kind and config.incident_log:
                 self._report(agent, tool, verdict, config.incident_log)
-            return self._denial(tool, verdict.kind, verdict.count, verdict.limit)
+            return self._denial(tool, verdict.kind, verdict.seen, verdict.limit)
         except StoreUnavailable as exc:
             log.warning("dsh-circuit-breaker: state store unavailable (%s)", exc)
             if config.fail_closed:
@@ -105,5 +108,5 @@ class CircuitBreaker:
 
     def _report(self, agent: Any, tool: str, verdict: Verdict, path: str) -> None:
         assert verdict.kind is not None
-        line = incident_line(verdict.kind, tool, verdict.count, verdict.limit, agent_label(agent))
+        line = incident_line(verdict.kind, tool, verdict.seen, verdict.limit, agent_label(agent))
         append_incident(path, line)

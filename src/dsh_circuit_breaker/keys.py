@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from hashlib import blake2b
 from typing import Any
 
@@ -18,7 +17,7 @@ def call_key(tool: str, arguments: Any, ignore_args: frozenset[str]) -> bytes | 
     Only the digest is kept anywhere, so memory does not grow with argument size and
     argument contents (which may hold secrets) never reach a store or a disk.
     """
-    if ignore_args and isinstance(arguments, Mapping) and not ignore_args.isdisjoint(arguments):
+    if ignore_args and isinstance(arguments, dict) and not ignore_args.isdisjoint(arguments):
         arguments = {k: v for k, v in arguments.items() if k not in ignore_args}
     try:
         text = _dumps(arguments)
@@ -32,16 +31,17 @@ def call_key(tool: str, arguments: Any, ignore_args: frozenset[str]) -> bytes | 
 
 
 def _string_keys_only(value: Any) -> bool:
-    # Runs only after json accepted the value, so there is no cycle and depth is bounded.
+    # Runs only after json accepted the value, so there is no cycle, depth is bounded, and
+    # every container is a dict, list or tuple (json serializes no other kind).
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, Mapping):
+        if isinstance(item, dict):
             for k, v in item.items():
-                if type(k) is not str and not isinstance(k, str):
+                if not isinstance(k, str):
                     return False
-                if isinstance(v, (Mapping, list, tuple)):
+                if isinstance(v, (dict, list, tuple)):
                     stack.append(v)
         elif isinstance(item, (list, tuple)):
-            stack.extend(v for v in item if isinstance(v, (Mapping, list, tuple)))
+            stack.extend(v for v in item if isinstance(v, (dict, list, tuple)))
     return True

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .config import Config
 from .state import AgentState
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     kind: str | None  # None (allowed), "duplicate" or "cap"
-    count: int
+    seen: int  # copies of the call counted (duplicate, allowed) or calls made (cap)
     limit: int
     first_of_kind: bool = False  # the agent's first denial of this kind: log an incident
 
