@@ -1,0 +1,102 @@
+"""pydantic-ai: the breaker as an agent capability.
+
+    from dsh_circuit_breaker.integrations.pydantic_ai import CircuitBreakerCapability
+
+    agent = Agent(model, tools=[...], capabilities=[CircuitBreakerCapability()])
+
+Before each tool runs, `before_tool_execute` asks the breaker; a denied call raises
+`ToolFailed` with the breaker's text, which pydantic-ai turns into a failed tool return
+for that call id (an error result on the wire) without using the tool's retry budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
+from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
+
+from ..breaker import CircuitBreaker
+from ..config import Config
+from ._common import acheck, areset, make_breaker, model_arguments
+
+AgentIdFunc = Callable[[RunContext[Any]], str]
+
+
+def default_agent_id(ctx: RunContext[Any]) -> str:
+    """One agent = one agent's conversation: the agent's name (runs of different agents that
+    share a conversation id stay apart) plus `ctx.conversation_id`, which pydantic-ai carries
+    across runs that continue one message history. A delegated agent called from a tool
+    starts its own conversation, so it gets its own state."""
+    name = getattr(ctx.agent, "name", None) or ""
+    conversation = ctx.conversation_id or ctx.run_id or ""
+    return f"pydantic-ai:{name}:{conversation}"
+
+
+class CircuitBreakerCapability(AbstractCapability[Any]):
+    """Refuses a tool call once its agent loops, as the breaker decides (see SPEC).
+
+    `breaker`: share one breaker (and its store) between agents; default a new in-memory
+    breaker built from `config`. `agent_id(ctx) -> str` names the agent whose state a call
+    counts against (default `default_agent_id`).
+
+    With `config.reset_on_user_prompt` (the default), a run that starts with a new user
+    prompt starts from a fresh state, since a person has spoken, and the state is dropped
+    when the run ends unless the run stopped on deferred tool calls that a later run
+    (without a new prompt) will continue.
+    """
+
+    def __init__(
+        self,
+        breaker: CircuitBreaker | None = None,
+        *,
+        config: Config | None = None,
+        agent_id: AgentIdFunc | None = None,
+    ) -> None:
+        self.breaker = make_breaker(breaker, config)
+        self.agent_id = agent_id or default_agent_id
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # holds a live breaker: not buildable from an agent spec file
+
+    async def wrap_run(
+        self, ctx: RunContext[Any], *, handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
+        if not self.breaker.config.reset_on_user_prompt:
+            return await handler()
+        agent = self.agent_id(ctx)
+        if ctx.prompt is not None:
+            await areset(self.breaker, agent)
+        deferred = False
+        try:
+            result = await handler()
+            deferred = isinstance(result.output, DeferredToolRequests)
+            return result
+        finally:
+            # Nothing reads this state again once the run is over (the next prompt resets it),
+            # so drop it rather than keep one record per conversation for the process's life.
+            if not deferred:
+                await areset(self.breaker, agent)
+
+    async def before_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+    ) -> dict[str, Any]:
+        # The model's own arguments, not the validated ones: validation fills defaults and
+        # builds objects that may not serialize, and it is the model's repetition we judge.
+        decision = await acheck(
+            self.breaker, self.agent_id(ctx), call.tool_name, model_arguments(call.args)
+        )
+        if not decision.allowed:
+            raise ToolFailed(decision.message or "Circuit breaker: this call was NOT run.")
+        return args

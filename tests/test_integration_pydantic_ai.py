@@ -1,0 +1,280 @@
+"""pydantic-ai drives the breaker through a real Agent; only the model is a FunctionModel."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from conftest import require
+
+try:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from dsh_circuit_breaker.integrations.pydantic_ai import CircuitBreakerCapability
+
+    HAVE = True
+except ImportError:  # pragma: no cover - only without the extra
+    HAVE = False
+
+from dsh_circuit_breaker import CircuitBreaker, Config
+
+DENIED = "Circuit breaker: this search call was NOT run"
+
+
+@pytest.fixture(autouse=True)
+def _need_pydantic_ai() -> None:
+    require(HAVE, "pydantic-ai (extra [pydantic-ai])")
+
+
+def returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    return [
+        p
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
+    ]
+
+
+def refusals(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    return [p for p in returns(messages) if "Circuit breaker" in str(p.content)]
+
+
+def this_run(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """The messages since the latest user prompt."""
+    starts = [
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
+    ]
+    return messages[starts[-1] :] if starts else messages
+
+
+def looping_model(tag: str, give_up_after: int = 3) -> FunctionModel:
+    """Calls search('same') again and again; gives up after `give_up_after` refusals."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(refusals(this_run(messages))) >= give_up_after:
+            return ModelResponse(parts=[TextPart("I keep being refused; stopping here.")])
+        n = len(returns(messages))
+        return ModelResponse(
+            parts=[ToolCallPart("search", {"query": "same"}, tool_call_id=f"{tag}-{n}")]
+        )
+
+    return FunctionModel(respond)
+
+
+def search_agent(capability: Any, model: FunctionModel, ran: list[str], name: str) -> Agent:
+    agent = Agent(model, name=name, capabilities=[capability])
+
+    @agent.tool_plain
+    def search(query: str) -> str:
+        ran.append(query)
+        return f"results for {query}"
+
+    return agent
+
+
+def assert_valid_history(messages: list[ModelMessage]) -> None:
+    """Every call the model made is answered exactly once, by id, in the next request."""
+    for i, message in enumerate(messages):
+        if isinstance(message, ModelResponse):
+            calls = [p.tool_call_id for p in message.parts if isinstance(p, ToolCallPart)]
+            if calls:
+                following = messages[i + 1]
+                assert isinstance(following, ModelRequest)
+                answered = [
+                    p.tool_call_id for p in following.parts if isinstance(p, ToolReturnPart)
+                ]
+                assert sorted(answered) == sorted(calls)
+
+
+def check_loop_run(messages: list[ModelMessage], output: str, ran: list[str]) -> None:
+    assert ran == ["same"] * 6
+    denied = refusals(messages)
+    assert len(denied) == 3
+    for part in denied:
+        assert part.outcome == "failed"  # sent to the provider as an error result
+        assert str(part.content).startswith(DENIED)
+        assert "already run 6 times (limit 6" in str(part.content)
+    # The refusals answer the 7th, 8th and 9th calls, by their own ids.
+    assert [p.tool_call_id for p in denied] == ["loop-6", "loop-7", "loop-8"]
+    assert all(p.outcome == "success" for p in returns(messages)[:6])
+    assert_valid_history(messages)
+    assert output == "I keep being refused; stopping here."
+
+
+def test_loop_is_refused_after_six_sync() -> None:
+    ran: list[str] = []
+    agent = search_agent(CircuitBreakerCapability(), looping_model("loop"), ran, "looper")
+    result = agent.run_sync("find it")
+    check_loop_run(result.all_messages(), result.output, ran)
+
+
+def test_loop_is_refused_after_six_async() -> None:
+    ran: list[str] = []
+    agent = search_agent(CircuitBreakerCapability(), looping_model("loop"), ran, "looper")
+    result = asyncio.run(agent.run("find it"))
+    check_loop_run(result.all_messages(), result.output, ran)
+
+
+def test_refusal_does_not_use_retry_budget() -> None:
+    # ToolFailed, unlike ModelRetry, must not count against retries: with retries=0 a
+    # ModelRetry would end the run with UnexpectedModelBehavior at the first refusal.
+    ran: list[str] = []
+    agent = Agent(looping_model("loop", give_up_after=5), capabilities=[CircuitBreakerCapability()])
+
+    @agent.tool_plain(retries=0)
+    def search(query: str) -> str:
+        ran.append(query)
+        return "r"
+
+    result = agent.run_sync("go")
+    assert len(refusals(result.all_messages())) == 5
+    assert ran == ["same"] * 6
+
+
+def test_healthy_edit_test_cycle_is_never_refused() -> None:
+    edits = 15
+    script: list[ToolCallPart] = []
+    for i in range(edits):
+        script.append(ToolCallPart("run_tests", {"path": "tests/"}, tool_call_id=f"t{i}"))
+        script.append(
+            ToolCallPart("edit", {"file": "a.py", "text": f"fix {i}"}, tool_call_id=f"e{i}")
+        )
+    script.append(ToolCallPart("run_tests", {"path": "tests/"}, tool_call_id="final"))
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        n = len(returns(messages))
+        if n < len(script):
+            return ModelResponse(parts=[script[n]])
+        return ModelResponse(parts=[TextPart("all green")])
+
+    agent = Agent(FunctionModel(respond), capabilities=[CircuitBreakerCapability()])
+    ran: list[str] = []
+
+    @agent.tool_plain
+    def run_tests(path: str) -> str:
+        ran.append("test")
+        return "1 failed" if len(ran) < 2 * edits else "all passed"
+
+    @agent.tool_plain
+    def edit(file: str, text: str) -> str:
+        ran.append("edit")
+        return "ok"
+
+    result = agent.run_sync("fix the bug")
+    assert refusals(result.all_messages()) == []
+    assert ran.count("test") == edits + 1
+    assert result.output == "all green"
+
+
+def test_two_agents_sharing_a_breaker_have_separate_state() -> None:
+    capability = CircuitBreakerCapability()
+    ran_a: list[str] = []
+    ran_b: list[str] = []
+    a = search_agent(capability, looping_model("loop"), ran_a, "a")
+    b = search_agent(capability, looping_model("loop"), ran_b, "b")
+
+    async def both() -> tuple[Any, Any]:
+        return await asyncio.gather(a.run("go"), b.run("go"))
+
+    result_a, result_b = asyncio.run(both())
+    check_loop_run(result_a.all_messages(), result_a.output, ran_a)
+    check_loop_run(result_b.all_messages(), result_b.output, ran_b)
+
+
+def test_delegated_agent_has_its_own_state() -> None:
+    # Parent and child each run search('same') 4 times: 8 in all, but never 7 by one agent.
+    capability = CircuitBreakerCapability()
+
+    def four_then_done(tag: str, extra: ToolCallPart | None = None) -> FunctionModel:
+        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            n = len(returns(messages))
+            if n < 4:
+                return ModelResponse(
+                    parts=[ToolCallPart("search", {"query": "same"}, tool_call_id=f"{tag}{n}")]
+                )
+            if extra is not None and n == 4:
+                return ModelResponse(parts=[extra])
+            return ModelResponse(parts=[TextPart(f"{tag} done")])
+
+        return FunctionModel(respond)
+
+    ran: list[str] = []
+    child = search_agent(capability, four_then_done("c"), ran, "child")
+    parent = search_agent(
+        capability,
+        four_then_done("p", ToolCallPart("delegate", {"task": "dig"}, tool_call_id="d")),
+        ran,
+        "parent",
+    )
+
+    @parent.tool_plain
+    async def delegate(task: str) -> str:
+        return (await child.run(task)).output
+
+    result = parent.run_sync("go")
+    assert refusals(result.all_messages()) == []
+    assert len(ran) == 8
+    assert result.output == "p done"
+
+
+def test_state_is_per_conversation_and_reset_by_a_new_prompt() -> None:
+    # Without the reset, a second prompt in one conversation continues the count.
+    breaker = CircuitBreaker(Config(reset_on_user_prompt=False))
+    ran: list[str] = []
+    agent = search_agent(
+        CircuitBreakerCapability(breaker), looping_model("loop", give_up_after=1), ran, "x"
+    )
+    first = agent.run_sync("go")
+    assert len(refusals(first.all_messages())) == 1
+    second = agent.run_sync("again", message_history=first.all_messages())
+    # Six already ran in this conversation: the first call of the second run is refused.
+    assert len(ran) == 6
+    assert len(refusals(second.new_messages())) == 1
+
+    # With the default reset, the second prompt starts fresh and the state is dropped after.
+    capability = CircuitBreakerCapability()
+    ran.clear()
+    agent = search_agent(capability, looping_model("loop", give_up_after=1), ran, "y")
+    first = agent.run_sync("go")
+    second = agent.run_sync("again", message_history=first.all_messages())
+    assert len(ran) == 12
+    assert list(capability.breaker.store.agents()) == []
+
+
+def test_custom_deny_message_and_exempt_tool() -> None:
+    config = Config(duplicate_limit=2, exempt=("search",), deny_message="no more {tool}")
+
+    # search is exempt: five identical calls all run; fetch is refused at its third.
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        n = len(returns(messages))
+        if n < 5:
+            return ModelResponse(
+                parts=[ToolCallPart("search", {"query": "q"}, tool_call_id=f"s{n}")]
+            )
+        if n < 8:
+            return ModelResponse(parts=[ToolCallPart("fetch", {"url": "u"}, tool_call_id=f"f{n}")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(respond), capabilities=[CircuitBreakerCapability(config=config)])
+    agent.tool_plain(lambda query: "r", name="search")
+    agent.tool_plain(lambda url: "page", name="fetch")
+    result = agent.run_sync("go")
+    denied = refusals(result.all_messages())
+    assert denied == []  # the custom text does not say "Circuit breaker"
+    failed = [p for p in returns(result.all_messages()) if p.outcome == "failed"]
+    assert [(p.tool_call_id, p.content) for p in failed] == [("f7", "no more fetch")]
