@@ -30,7 +30,18 @@ def _memory_url(tmp_path: object) -> str:
     return "memory://"
 
 
-STORE_URLS = {"memory": _memory_url}
+def _sqlite_url(tmp_path: object) -> str:
+    return f"sqlite:///{tmp_path}/state.db"
+
+
+def _redis_url(tmp_path: object) -> str:
+    from support.redis_server import fresh_url, redis_available
+
+    require(redis_available(), "redis-server and the redis extra")
+    return fresh_url()  # one server per session; a prefix of its own per test
+
+
+STORE_URLS = {"memory": _memory_url, "sqlite": _sqlite_url, "redis": _redis_url}
 
 
 @pytest.fixture(params=sorted(STORE_URLS))

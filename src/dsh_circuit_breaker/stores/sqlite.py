@@ -1,0 +1,197 @@
+"""`sqlite://`: agent state in one SQLite file that many processes share.
+
+A command hook is a new process for every tool call, and several may run at once
+(parallel subagents; Codex starts matching hooks concurrently). So each decision is one
+`BEGIN IMMEDIATE` transaction: the first writer takes the file's write lock before it
+reads, the others wait for it (busy timeout), so no count is ever lost or doubled. WAL
+keeps readers (`status`) off the writers' backs, and a process killed halfway leaves an
+uncommitted WAL tail that SQLite discards: the store stays at the last committed state.
+
+URLs follow SQLAlchemy's convention: `sqlite:///relative.db`, `sqlite:////abs/state.db`;
+`sqlite://` alone is the default file in the user's state directory.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from ..config import Config, ConfigError
+from ..state import AgentState
+from .base import StoreUnavailable
+
+T = TypeVar("T")
+
+APP = "dsh-circuit-breaker"
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS agents ("
+    " agent TEXT PRIMARY KEY, updated REAL NOT NULL, state BLOB NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS agents_updated ON agents (updated)",
+)
+
+
+def default_state_dir() -> str:
+    """`$XDG_STATE_HOME/dsh-circuit-breaker`, else `~/.local/state/dsh-circuit-breaker`."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, APP)
+
+
+def default_state_url() -> str:
+    return "sqlite:///" + os.path.join(default_state_dir(), "state.db")
+
+
+def path_from_url(url: str) -> str:
+    """The file a `sqlite://` URL names (SQLAlchemy's convention: three slashes, then
+    the path, so an absolute path makes four)."""
+    scheme, sep, rest = url.partition("://")
+    if scheme != "sqlite" or not sep:
+        raise ConfigError(f"not a sqlite URL: {url!r}")
+    rest = rest.partition("?")[0]
+    if rest == "":
+        return os.path.join(default_state_dir(), "state.db")
+    if not rest.startswith("/"):
+        raise ConfigError(
+            f"state URL {url!r}: use sqlite:///relative.db or sqlite:////absolute/path.db"
+        )
+    path = rest[1:]
+    if not path:
+        raise ConfigError(f"state URL {url!r} names no file")
+    return os.path.expanduser(path)
+
+
+def from_url(url: str, config: Config) -> SQLiteStore:
+    return SQLiteStore(path_from_url(url), config)
+
+
+class SQLiteStore:
+    """One row per agent: its `AgentState.dumps()` record (digests and counters only).
+
+    The file is opened lazily, on the first call that needs it, so that an unusable
+    path (a read-only directory, a full disk) surfaces as `StoreUnavailable` from a
+    decision, where the breaker fails open, rather than as a crash while starting up.
+    """
+
+    def __init__(self, path: str, config: Config | None = None) -> None:
+        config = config or Config()
+        self.path = path
+        self.timeout = config.store_timeout
+        self.expiry = config.idle_expiry_seconds
+        self._db: sqlite3.Connection | None = None
+        # One connection per store; threads of one process take turns on it (SQLite's
+        # file lock orders processes, this lock orders threads within one).
+        self._lock = threading.Lock()
+
+    # -- the Store protocol ------------------------------------------------------------
+    def transact(self, agent: str, step: Callable[[AgentState], T]) -> T:
+        with self._lock:
+            return self._transact(agent, step)
+
+    def _transact(self, agent: str, step: Callable[[AgentState], T]) -> T:
+        db = self._connect()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                now = time.time()
+                row = db.execute(
+                    "SELECT updated, state FROM agents WHERE agent = ?", (agent,)
+                ).fetchone()
+                if row is None or row[0] < now - self.expiry:
+                    state = AgentState()
+                else:
+                    state = AgentState.loads(row[1])
+                result = step(state)
+                state.updated = now
+                db.execute(
+                    "INSERT OR REPLACE INTO agents (agent, updated, state) VALUES (?, ?, ?)",
+                    (agent, now, state.dumps()),
+                )
+                # Expired rows go in the same transaction: the index makes this a
+                # range probe, and the file never grows with agents long gone.
+                db.execute("DELETE FROM agents WHERE updated < ?", (now - self.expiry,))
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"sqlite {self.path}: {exc}") from exc
+        return result
+
+    def reset(self, agent: str) -> None:
+        try:
+            with self._lock:
+                self._connect().execute("DELETE FROM agents WHERE agent = ?", (agent,))
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"sqlite {self.path}: {exc}") from exc
+
+    def agents(self) -> Iterator[tuple[str, AgentState]]:
+        """Live (not expired) agents, most recently active first."""
+        query = "SELECT agent, state FROM agents WHERE updated >= ? ORDER BY updated DESC"
+        try:
+            with self._lock:
+                rows = self._connect().execute(query, (time.time() - self.expiry,)).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"sqlite {self.path}: {exc}") from exc
+        for agent, data in rows:
+            yield agent, AgentState.loads(data)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    # -- opening -----------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is not None:
+            return self._db
+        try:
+            _create_private(self.path)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot create state file {self.path}: {exc}") from exc
+        try:
+            # isolation_level=None: we issue BEGIN/COMMIT ourselves, so the write lock
+            # is taken before the read (BEGIN IMMEDIATE), not lazily at the first write.
+            db = sqlite3.connect(
+                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
+            try:
+                # WAL persists in the file; asking again is cheap once it is set.
+                mode = db.execute("PRAGMA journal_mode=WAL").fetchone()
+                if mode is None or str(mode[0]).lower() != "wal":
+                    raise sqlite3.OperationalError(f"cannot use WAL (journal mode {mode})")
+                # NORMAL in WAL mode: a killed process loses nothing committed; only a
+                # power cut may drop the last few decisions. No fsync per tool call.
+                db.execute("PRAGMA synchronous=NORMAL")
+                if db.execute("PRAGMA user_version").fetchone()[0] != 1:
+                    db.execute("BEGIN IMMEDIATE")
+                    for statement in _SCHEMA:
+                        db.execute(statement)
+                    db.execute("PRAGMA user_version=1")
+                    db.execute("COMMIT")
+            except BaseException:
+                db.close()
+                raise
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"sqlite {self.path}: {exc}") from exc
+        self._db = db
+        return db
+
+
+def _create_private(path: str) -> None:
+    """Create the directory (0700) and the file (0600) before SQLite does, so the state
+    is owner-only whatever the umask. SQLite gives its -wal and -shm files the same
+    permissions as the database file."""
+    if os.path.exists(path):
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)

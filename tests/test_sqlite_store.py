@@ -1,0 +1,171 @@
+"""What the SQLite store adds to the shared contract: a file that outlives a process,
+owner-only permissions, idle expiry, no argument content on disk, and failing open
+(as StoreUnavailable) when the file cannot be used."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError
+from dsh_circuit_breaker.state import AgentState
+from dsh_circuit_breaker.stores import StoreUnavailable, store_from_url
+from dsh_circuit_breaker.stores.sqlite import SQLiteStore, default_state_url, path_from_url
+
+SECRET = "hunter2-secret-argument-value"
+
+
+def test_url_convention(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert path_from_url("sqlite:///relative.db") == "relative.db"
+    assert path_from_url("sqlite:////abs/path/state.db") == "/abs/path/state.db"
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    expected = str(tmp_path / "xdg" / "dsh-circuit-breaker" / "state.db")
+    assert path_from_url("sqlite://") == expected
+    assert default_state_url() == "sqlite:///" + expected
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert path_from_url("sqlite://") == str(
+        tmp_path / "home" / ".local" / "state" / "dsh-circuit-breaker" / "state.db"
+    )
+    for bad in ("sqlite://host/x.db", "sqlite:///"):
+        with pytest.raises(ConfigError):
+            path_from_url(bad)
+
+
+def test_state_survives_the_process_and_is_shared(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/state.db"
+    call = {"command": "echo cbprobe4"}
+    first = CircuitBreaker(Config(), state=url)
+    assert all(first.check("s1", "Bash", call).allowed for _ in range(4))
+    first.close()
+    # A second breaker (as a second hook process would) continues the same count.
+    second = CircuitBreaker(Config(), state=url)
+    assert [second.check("s1", "Bash", call).allowed for _ in range(3)] == [True, True, False]
+    assert second.check("s2", "Bash", call).allowed
+    second.close()
+
+
+def test_files_are_owner_only(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "new" / "dir" / "state.db"
+        store = SQLiteStore(str(path))
+        CircuitBreaker(Config(), state=store).check("a", "Bash", {"command": "ls"})
+        store.close()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    for side in path.parent.iterdir():  # -wal and -shm, if still there
+        assert stat.S_IMODE(side.stat().st_mode) == 0o600, side
+
+
+def test_no_argument_content_on_disk(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    breaker = CircuitBreaker(Config(), state=f"sqlite:///{path}")
+    for _ in range(8):
+        breaker.check(f"agent-{SECRET}"[:7], "Bash", {"command": f"curl -H 'token: {SECRET}'"})
+    data = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    breaker.close()
+    assert data  # the store did write
+    assert SECRET.encode() not in data
+    assert b"curl" not in data
+
+
+def test_idle_agents_expire_and_are_deleted(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    config = Config(max_calls_per_agent=2, window=6, idle_expiry_seconds=3600)
+    store = SQLiteStore(str(path), config)
+    breaker = CircuitBreaker(config, state=store)
+    for i in range(2):
+        assert breaker.check("old", "t", {"i": i}).allowed
+    assert not breaker.check("old", "t", {"i": 9}).allowed  # capped...
+    assert breaker.check("other", "t", {}).allowed
+    with sqlite3.connect(path) as db:  # ...then idle for two hours
+        db.execute("UPDATE agents SET updated = ? WHERE agent = 'old'", (time.time() - 7200,))
+    assert [a for a, _ in store.agents()] == ["other"]  # expired agents are not listed
+    assert breaker.check("new", "t", {}).allowed  # any decision sweeps expired rows
+    with sqlite3.connect(path) as db:
+        rows = {r[0] for r in db.execute("SELECT agent FROM agents")}
+    assert rows == {"other", "new"}
+    assert breaker.check("old", "t", {"i": 9}).allowed  # a fresh start after expiry
+    breaker.close()
+
+
+def test_capped_agent_stays_capped_across_processes_until_expiry(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/state.db"
+    config = Config(max_calls_per_agent=1, window=6)
+    one = CircuitBreaker(config, state=url)
+    assert one.check("a", "t", {"i": 1}).allowed
+    one.close()
+    two = CircuitBreaker(config, state=url)
+    decision = two.check("a", "t", {"i": 2})
+    assert (decision.allowed, decision.kind) == (False, "cap")
+    two.close()
+
+
+def test_agents_lists_states(tmp_path: Path) -> None:
+    store = store_from_url(f"sqlite:///{tmp_path}/s.db", Config())
+    breaker = CircuitBreaker(Config(), state=store)
+    breaker.check("a", "t", {"x": 1})
+    breaker.check("a", "t", {"x": 1})
+    breaker.check("b", "t", {"x": 1})
+    listed = dict(store.agents())
+    assert set(listed) == {"a", "b"}
+    assert isinstance(listed["a"], AgentState)
+    assert (listed["a"].calls, listed["b"].calls) == (2, 1)
+    breaker.close()
+
+
+def test_read_only_directory_fails_open(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root ignores directory permissions")
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        breaker = CircuitBreaker(Config(), state=f"sqlite:///{locked}/state.db")
+        with caplog.at_level(logging.WARNING, "dsh_circuit_breaker"):
+            assert all(breaker.check("a", "t", {}).allowed for _ in range(10))
+        assert "unavailable" in caplog.text
+    finally:
+        locked.chmod(0o700)
+
+
+def test_unusable_path_raises_store_unavailable(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    store = SQLiteStore(str(blocker / "state.db"))  # a path under a regular file
+    with pytest.raises(StoreUnavailable):
+        store.transact("a", lambda s: s.calls)
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreUnavailable):
+        SQLiteStore(str(garbage)).transact("a", lambda s: s.calls)
+
+
+def test_lock_wait_past_budget_fails_open_or_closed(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    SQLiteStore(str(path)).transact("a", lambda s: None)  # create the file
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        open_breaker = CircuitBreaker(Config(store_timeout=0.2), state=f"sqlite:///{path}")
+        started = time.monotonic()
+        assert open_breaker.check("a", "t", {}).allowed
+        assert time.monotonic() - started < 2.0  # waited about the budget, not forever
+        closed = CircuitBreaker(
+            Config(store_timeout=0.2, fail_closed=True), state=f"sqlite:///{path}"
+        )
+        decision = closed.check("a", "t", {})
+        assert (decision.allowed, decision.kind) == (False, "unavailable")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert CircuitBreaker(Config(), state=f"sqlite:///{path}").check("a", "t", {}).allowed
