@@ -1,0 +1,150 @@
+"""LangChain 1.x agents: the breaker as agent middleware.
+
+    from dsh_circuit_breaker.integrations.langchain import CircuitBreakerMiddleware
+
+    agent = create_agent(model, tools, middleware=[CircuitBreakerMiddleware()])
+
+`wrap_tool_call` / `awrap_tool_call` ask the breaker before the tool runs; a denied call
+never reaches the tool, and the model gets an error `ToolMessage` with the breaker's text,
+tied to the call's id.
+
+Which agent a call belongs to: each agent run carries a private state field,
+`circuit_breaker_agent`, set by `before_agent`. A subagent is its own graph with its own
+state, so it gets its own id even though it shares the parent's thread id and config.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import PrivateStateAttr
+from langchain_core.messages import ToolMessage
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+from typing_extensions import NotRequired
+
+from ..breaker import CircuitBreaker, Decision
+from ..config import Config
+from ._common import acheck, areset, make_breaker, safe_reset
+
+STATE_FIELD = "circuit_breaker_agent"
+
+
+class CircuitBreakerState(AgentState[Any]):
+    """The agent state plus this run's breaker id (private: not in the input or output)."""
+
+    circuit_breaker_agent: NotRequired[Annotated[str, PrivateStateAttr]]
+
+
+ToolResult = ToolMessage | Command[Any]
+
+
+class CircuitBreakerMiddleware(AgentMiddleware[CircuitBreakerState, Any, Any]):
+    """Refuses a tool call once its agent loops, as the breaker decides (see SPEC).
+
+    `breaker`: share one breaker (and its store) between agents; default a new in-memory
+    breaker built from `config`.
+
+    With `config.reset_on_user_prompt` (the default) every invocation of the agent starts
+    from a fresh state and drops it at the end (a new invocation is a new user turn);
+    resuming an interrupted run continues its state. With `False` and a checkpointer, the
+    state follows the thread across invocations.
+    """
+
+    state_schema = CircuitBreakerState
+
+    def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
+        super().__init__()
+        self.breaker = make_breaker(breaker, config)
+
+    # --- which agent ---
+
+    def _start(self, state: Any) -> dict[str, Any] | None:
+        current = _field(state)
+        if current is not None and not self.breaker.config.reset_on_user_prompt:
+            return None  # the thread's checkpointed state keeps its id across invocations
+        return {STATE_FIELD: f"langchain:{secrets.token_hex(8)}"}
+
+    def before_agent(
+        self, state: CircuitBreakerState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self._start(state)
+
+    async def abefore_agent(
+        self, state: CircuitBreakerState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self._start(state)
+
+    def after_agent(
+        self, state: CircuitBreakerState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        agent = _field(state)
+        if agent is not None and self.breaker.config.reset_on_user_prompt:
+            # Nothing reads this id again: drop its state instead of keeping one per run.
+            safe_reset(self.breaker, agent)
+        return None
+
+    async def aafter_agent(
+        self, state: CircuitBreakerState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        agent = _field(state)
+        if agent is not None and self.breaker.config.reset_on_user_prompt:
+            await areset(self.breaker, agent)
+        return None
+
+    # --- the guard ---
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
+    ) -> ToolResult:
+        call = request.tool_call
+        decision = self.breaker.check(_agent(request), call["name"], call["args"])
+        if not decision.allowed:
+            return _refusal(request, decision)
+        return handler(request)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
+    ) -> ToolResult:
+        call = request.tool_call
+        decision = await acheck(self.breaker, _agent(request), call["name"], call["args"])
+        if not decision.allowed:
+            return _refusal(request, decision)
+        return await handler(request)
+
+
+def _field(state: Any) -> str | None:
+    value = (
+        state.get(STATE_FIELD) if isinstance(state, Mapping) else getattr(state, STATE_FIELD, None)
+    )
+    return value if isinstance(value, str) and value else None
+
+
+def _agent(request: ToolCallRequest) -> str:
+    """The id `before_agent` gave this run; outside `create_agent` (a bare ToolNode), the
+    thread and graph namespace from the run's config."""
+    found = _field(request.state)
+    if found is not None:
+        return found
+    config: Mapping[str, Any] = getattr(request.runtime, "config", None) or {}
+    configurable = config.get("configurable") or {}
+    thread = configurable.get("thread_id", "")
+    # The namespace names the graph running this tool; its last part is this task only.
+    namespace = str(configurable.get("checkpoint_ns", "")).rpartition("|")[0]
+    return f"langchain:thread:{thread}:{namespace}"
+
+
+def _refusal(request: ToolCallRequest, decision: Decision) -> ToolMessage:
+    call = request.tool_call
+    return ToolMessage(
+        content=decision.message or "Circuit breaker: this call was NOT run.",
+        tool_call_id=call["id"] or "",
+        name=call["name"],
+        status="error",
+    )

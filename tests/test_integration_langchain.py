@@ -1,0 +1,276 @@
+"""LangChain 1.x drives the breaker through a real `create_agent` graph; only the model
+is scripted (a small BaseChatModel that reads the messages it is sent)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from conftest import require
+
+try:
+    from langchain.agents import create_agent
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from dsh_circuit_breaker.integrations.langchain import CircuitBreakerMiddleware
+
+    HAVE = True
+except ImportError:  # pragma: no cover - only without the extra
+    HAVE = False
+
+from dsh_circuit_breaker import CircuitBreaker, Config
+
+DENIED = "Circuit breaker: this search call was NOT run"
+GIVE_UP = "I keep being refused; stopping here."
+
+
+@pytest.fixture(autouse=True)
+def _need_langchain() -> None:
+    require(HAVE, "langchain (extra [langchain])")
+
+
+if HAVE:
+
+    class ScriptedModel(BaseChatModel):
+        """Answers each request with `respond(messages)`; tools are bound by name only."""
+
+        respond: Callable[[list[BaseMessage]], AIMessage]
+
+        @property
+        def _llm_type(self) -> str:
+            return "scripted"
+
+        def _generate(
+            self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> ChatResult:
+            return ChatResult(generations=[ChatGeneration(message=self.respond(messages))])
+
+        def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+            return self
+
+
+def this_turn(messages: list[BaseMessage]) -> list[BaseMessage]:
+    starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    return messages[starts[-1] :] if starts else messages
+
+
+def tool_messages(messages: list[BaseMessage]) -> list[ToolMessage]:
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+def refusals(messages: list[BaseMessage]) -> list[ToolMessage]:
+    return [m for m in tool_messages(messages) if "Circuit breaker" in str(m.content)]
+
+
+def call(name: str, args: dict[str, Any], id: str) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": id}])
+
+
+def looping(tag: str, give_up_after: int = 3) -> ScriptedModel:
+    def respond(messages: list[BaseMessage]) -> AIMessage:
+        turn = this_turn(messages)
+        if len(refusals(turn)) >= give_up_after:
+            return AIMessage(content=GIVE_UP)
+        return call("search", {"query": "same"}, f"{tag}-{len(tool_messages(turn))}")
+
+    return ScriptedModel(respond=respond)
+
+
+def search_tool(ran: list[str]) -> Any:
+    @tool
+    def search(query: str) -> str:
+        """Search the web."""
+        ran.append(query)
+        return f"results for {query}"
+
+    return search
+
+
+def assert_valid_history(messages: list[BaseMessage]) -> None:
+    """Every tool call is answered exactly once, by id, before the next model turn."""
+    for i, message in enumerate(messages):
+        if isinstance(message, AIMessage) and message.tool_calls:
+            wanted = sorted(c["id"] or "" for c in message.tool_calls)
+            answers = []
+            for later in messages[i + 1 :]:
+                if not isinstance(later, ToolMessage):
+                    break
+                answers.append(later.tool_call_id)
+            assert sorted(answers) == wanted
+
+
+def check_loop_run(messages: list[BaseMessage], ran: list[str], tag: str = "loop") -> None:
+    assert ran == ["same"] * 6
+    denied = refusals(messages)
+    assert [m.tool_call_id for m in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
+    for m in denied:
+        assert m.status == "error"
+        assert m.name == "search"
+        assert str(m.content).startswith(DENIED)
+        assert "already run 6 times (limit 6" in str(m.content)
+    assert all(m.status == "success" for m in tool_messages(messages)[:6])
+    assert_valid_history(messages)
+    final = messages[-1]
+    assert isinstance(final, AIMessage) and final.content == GIVE_UP
+
+
+def test_loop_is_refused_after_six_sync() -> None:
+    ran: list[str] = []
+    agent = create_agent(
+        looping("loop"), [search_tool(ran)], middleware=[CircuitBreakerMiddleware()]
+    )
+    out = agent.invoke({"messages": [HumanMessage("find it")]})
+    check_loop_run(out["messages"], ran)
+    assert "circuit_breaker_agent" not in out  # private state stays out of the output
+
+
+def test_loop_is_refused_after_six_async() -> None:
+    ran: list[str] = []
+    agent = create_agent(
+        looping("loop"), [search_tool(ran)], middleware=[CircuitBreakerMiddleware()]
+    )
+    out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("find it")]}))
+    check_loop_run(out["messages"], ran)
+
+
+def test_parallel_identical_calls_in_one_turn() -> None:
+    # Nine identical calls in one model turn: the tool node runs them concurrently; six run.
+    ran: list[str] = []
+
+    def respond(messages: list[BaseMessage]) -> AIMessage:
+        if tool_messages(messages):
+            return AIMessage(content="done")
+        calls = [{"name": "search", "args": {"query": "same"}, "id": f"p{i}"} for i in range(9)]
+        return AIMessage(content="", tool_calls=calls)
+
+    agent = create_agent(
+        ScriptedModel(respond=respond), [search_tool(ran)], middleware=[CircuitBreakerMiddleware()]
+    )
+    for run in (agent.invoke, lambda x: asyncio.run(agent.ainvoke(x))):
+        ran.clear()
+        out = run({"messages": [HumanMessage("go")]})
+        assert len(ran) == 6
+        assert len(refusals(out["messages"])) == 3
+        assert_valid_history(out["messages"])
+
+
+def test_healthy_edit_test_cycle_is_never_refused() -> None:
+    edits = 15
+    script: list[AIMessage] = []
+    for i in range(edits):
+        script.append(call("run_tests", {"path": "tests/"}, f"t{i}"))
+        script.append(call("edit", {"file": "a.py", "text": f"fix {i}"}, f"e{i}"))
+    script.append(call("run_tests", {"path": "tests/"}, "final"))
+
+    def respond(messages: list[BaseMessage]) -> AIMessage:
+        n = len(tool_messages(messages))
+        return script[n] if n < len(script) else AIMessage(content="all green")
+
+    ran: list[str] = []
+
+    @tool
+    def run_tests(path: str) -> str:
+        """Run the tests."""
+        ran.append("test")
+        return "1 failed"
+
+    @tool
+    def edit(file: str, text: str) -> str:
+        """Edit a file."""
+        ran.append("edit")
+        return "ok"
+
+    agent = create_agent(
+        ScriptedModel(respond=respond), [run_tests, edit], middleware=[CircuitBreakerMiddleware()]
+    )
+    out = agent.invoke({"messages": [HumanMessage("fix the bug")]})
+    assert refusals(out["messages"]) == []
+    assert ran.count("test") == edits + 1
+    assert out["messages"][-1].content == "all green"
+
+
+def test_two_agents_sharing_a_middleware_have_separate_state() -> None:
+    middleware = CircuitBreakerMiddleware()
+    ran_a: list[str] = []
+    ran_b: list[str] = []
+    a = create_agent(looping("loop"), [search_tool(ran_a)], middleware=[middleware])
+    b = create_agent(looping("loop"), [search_tool(ran_b)], middleware=[middleware])
+
+    async def both() -> Any:
+        go = {"messages": [HumanMessage("go")]}
+        return await asyncio.gather(a.ainvoke(go), b.ainvoke(go))
+
+    out_a, out_b = asyncio.run(both())
+    check_loop_run(out_a["messages"], ran_a)
+    check_loop_run(out_b["messages"], ran_b)
+
+
+def test_subagent_called_from_a_tool_has_its_own_state() -> None:
+    # The child runs inside the parent's tool, with the parent's thread id and config.
+    # Parent and child each run search('same') 4 times: 8 in all, never 7 by one agent.
+    middleware = CircuitBreakerMiddleware()
+    ran: list[str] = []
+
+    def four_then(tag: str, then: AIMessage | None) -> ScriptedModel:
+        def respond(messages: list[BaseMessage]) -> AIMessage:
+            n = len(tool_messages(messages))
+            if n < 4:
+                return call("search", {"query": "same"}, f"{tag}{n}")
+            if then is not None and n == 4:
+                return then
+            return AIMessage(content=f"{tag} done")
+
+        return ScriptedModel(respond=respond)
+
+    child = create_agent(four_then("c", None), [search_tool(ran)], middleware=[middleware])
+
+    @tool
+    def delegate(task: str) -> str:
+        """Hand a task to a subagent."""
+        return str(child.invoke({"messages": [HumanMessage(task)]})["messages"][-1].content)
+
+    parent = create_agent(
+        four_then("p", call("delegate", {"task": "dig"}, "d")),
+        [search_tool(ran), delegate],
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+    out = parent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t1"}})
+    assert refusals(out["messages"]) == []
+    assert len(ran) == 8
+    assert out["messages"][-2].content == "c done"
+    assert out["messages"][-1].content == "p done"
+
+
+def test_new_invocation_resets_unless_configured_not_to() -> None:
+    thread = {"configurable": {"thread_id": "t1"}}
+    ran: list[str] = []
+
+    # reset_on_user_prompt=False: the count follows the checkpointed thread.
+    keep = CircuitBreakerMiddleware(CircuitBreaker(Config(reset_on_user_prompt=False)))
+    agent = create_agent(
+        looping("loop", 1), [search_tool(ran)], middleware=[keep], checkpointer=InMemorySaver()
+    )
+    agent.invoke({"messages": [HumanMessage("go")]}, thread)
+    assert len(ran) == 6
+    out = agent.invoke({"messages": [HumanMessage("again")]}, thread)
+    assert len(ran) == 6  # the first call of the new turn is refused straight away
+    assert [m.tool_call_id for m in refusals(this_turn(out["messages"]))] == ["loop-0"]
+
+    # The default: a new invocation is a new user turn, and nothing is left behind.
+    ran.clear()
+    fresh = CircuitBreakerMiddleware()
+    agent = create_agent(
+        looping("loop", 1), [search_tool(ran)], middleware=[fresh], checkpointer=InMemorySaver()
+    )
+    agent.invoke({"messages": [HumanMessage("go")]}, thread)
+    agent.invoke({"messages": [HumanMessage("again")]}, thread)
+    assert len(ran) == 12
+    assert list(fresh.breaker.store.agents()) == []
