@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -47,33 +48,44 @@ class RedisServer:
         *,
         persistent: bool = False,
         password: str | None = None,
+        tls: tuple[Path, Path, Path] | None = None,
         extra: tuple[str, ...] = (),
     ) -> None:
         if REDIS_SERVER is None:
             raise RuntimeError("redis-server is not installed")
         self._own_dir = directory is None
         self.dir = Path(directory or tempfile.mkdtemp(prefix="dshcb-redis-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.password = password
         self.persistent = persistent
+        self.tls = tls  # (CA certificate, server certificate, server key): TLS only
         self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
+        if self.tls:
+            return f"rediss://127.0.0.1:{self.port}/0?ssl_ca_certs={self.tls[0]}"
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
         args = [
             str(REDIS_SERVER),
             "--bind", "127.0.0.1",
-            "--port", str(self.port),
             "--dir", str(self.dir),
             "--daemonize", "no",
             "--protected-mode", "no",
             "--logfile", str(self.dir / "redis.log"),
             "--save", "",
         ]  # fmt: skip
+        if self.tls:
+            ca, cert, key = self.tls
+            args += ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(cert),
+                     "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca),
+                     "--tls-auth-clients", "no"]  # fmt: skip
+        else:
+            args += ["--port", str(self.port)]
         if self.persistent:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
         else:
@@ -96,8 +108,12 @@ class RedisServer:
                 raise RuntimeError(f"redis-server exited with {self.process.returncode}:\n{log}")
             with (
                 contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock,
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as raw,
             ):
+                sock = raw
+                if self.tls:
+                    context = ssl.create_default_context(cafile=str(self.tls[0]))
+                    sock = context.wrap_socket(raw, server_hostname="127.0.0.1")
                 sock.sendall(b"PING\r\n")
                 reply = sock.recv(64)
                 # With requirepass, an unauthenticated PING says NOAUTH: still up.

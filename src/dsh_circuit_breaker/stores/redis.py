@@ -119,12 +119,9 @@ class RedisStore:
                 fresh = False
                 state = AgentState.loads(raw) if raw is not None else AgentState()
                 result = step(state)
-                data = state.dumps()
-                if raw is not None and data == raw:
-                    # Nothing changed (a repeat denial): keep the record alive while the
-                    # agent keeps calling, so a capped agent stays capped everywhere.
-                    self._round_trip(conn, deadline, [("UNWATCH",), ("PEXPIRE", key, self._ttl_ms)])
-                    return result
+                # Written back even when only a denial happened, like the SQLite store:
+                # `updated` and the TTL then both mean "last guarded call", so an agent that
+                # keeps calling after its cap stays capped instead of expiring.
                 state.touch()
                 replies = self._round_trip(
                     conn,
@@ -312,6 +309,10 @@ def from_url(url: str, config: Config) -> RedisStore:
             raise ConfigError(
                 f"state URL: {name} is not accepted; the budget is the config key storeTimeout"
             )
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        # redis-py would quietly use database 0: a typo must not merge two fleets' state.
+        raise ConfigError(f"state URL {_redact(url)!r}: the path must be a database number")
     rest = [(k, v) for k, v in query if k not in _OWN_PARAMS]
     try:
         redis_url = urlunsplit(parts._replace(query=urlencode(rest)))

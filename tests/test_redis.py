@@ -1,0 +1,241 @@
+"""The Redis store's own behaviour (URLs, passwords, TTL, sharing, TLS) against a real
+redis-server. The rules themselves run against Redis in tests/test_store_contract.py."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require
+from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError
+from dsh_circuit_breaker.stores import StoreUnavailable, store_from_url
+from support.redis_server import RedisServer, fresh_url, redis_available, shared_server
+
+
+@pytest.fixture(autouse=True)
+def _need_redis() -> None:
+    require(redis_available(), "redis-server and the redis extra")
+
+
+def _client(url: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(url.partition("?")[0], socket_timeout=5)
+
+
+def _prefix(url: str) -> str:
+    return url.partition("prefix=")[2].partition("&")[0]
+
+
+def test_url_selects_the_redis_store() -> None:
+    from dsh_circuit_breaker.stores.redis import RedisStore
+
+    store = store_from_url(fresh_url(), Config())
+    assert isinstance(store, RedisStore)
+    store.close()
+    store = store_from_url("rediss://example.invalid:6380/2", Config())
+    assert isinstance(store, RedisStore)  # building it connects to nothing yet
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379/notanumber",
+        "redis://127.0.0.1:6379/0?socket_timeout=9",
+        "redis://127.0.0.1:6379/0?retry_after=soon",
+        "redis://127.0.0.1:6379/0?retry_after=-1",
+    ],
+)
+def test_bad_urls_fail_loudly(url: str) -> None:
+    with pytest.raises(ConfigError):
+        store_from_url(url, Config())
+
+
+def test_bad_url_error_hides_the_password() -> None:
+    with pytest.raises(ConfigError) as caught:
+        store_from_url("redis://:hunter2@127.0.0.1:6379/x", Config())
+    assert "hunter2" not in str(caught.value)
+
+
+def test_two_workers_share_one_agent() -> None:
+    url = fresh_url()
+    worker_a = CircuitBreaker(Config(), state=url)
+    worker_b = CircuitBreaker(Config(), state=url)
+    call = ("bash", {"command": "pytest -x"})
+    assert [worker_a.check("agent-7", *call).allowed for _ in range(3)] == [True] * 3
+    assert [worker_b.check("agent-7", *call).allowed for _ in range(3)] == [True] * 3
+    seventh = worker_a.check("agent-7", *call)
+    assert (seventh.allowed, seventh.kind, seventh.count) == (False, "duplicate", 6)
+    assert not worker_b.check("agent-7", *call).allowed
+    worker_b.reset("agent-7")
+    assert worker_a.check("agent-7", *call).allowed
+    worker_a.close()
+    worker_b.close()
+
+
+def test_record_is_digests_only_with_ttl() -> None:
+    url = fresh_url()
+    breaker = CircuitBreaker(Config(idle_expiry_seconds=3600), state=url)
+    assert breaker.check("a", "bash", {"command": "echo SECRET-TOKEN-123"}).allowed
+    client = _client(url)
+    key = f"{_prefix(url)}a".encode()
+    raw = client.get(key)
+    assert raw is not None and b"SECRET-TOKEN-123" not in raw and b"echo" not in raw
+    assert 3_590_000 < client.pttl(key) <= 3_600_000
+    breaker.close()
+
+
+def test_idle_agent_expires() -> None:
+    url = fresh_url()
+    breaker = CircuitBreaker(Config(duplicate_limit=1, window=2, idle_expiry_seconds=1), state=url)
+    assert breaker.check("a", "t", {}).allowed
+    assert not breaker.check("a", "t", {}).allowed
+    time.sleep(1.3)
+    assert breaker.check("a", "t", {}).allowed  # a fresh agent after its TTL
+    breaker.close()
+
+
+def test_denials_keep_a_capped_agent_alive() -> None:
+    url = fresh_url()
+    breaker = CircuitBreaker(Config(max_calls_per_agent=1, idle_expiry_seconds=2), state=url)
+    assert breaker.check("a", "t", {"i": 0}).allowed
+    for i in range(4):  # 2.4 s of denials: longer than the TTL, but never idle that long
+        time.sleep(0.6)
+        assert breaker.check("a", "t", {"i": i + 1}).kind == "cap"
+    breaker.close()
+
+
+def test_database_number_and_prefix_are_honoured() -> None:
+    server = shared_server()
+    url = f"redis://127.0.0.1:{server.port}/5?prefix=fleet-x:"
+    breaker = CircuitBreaker(Config(), state=url)
+    assert breaker.check("worker/1", "t", {}).allowed
+    assert _client(f"redis://127.0.0.1:{server.port}/5").exists(b"fleet-x:worker/1") == 1
+    assert _client(f"redis://127.0.0.1:{server.port}/0").exists(b"fleet-x:worker/1") == 0
+    assert [agent for agent, _ in breaker.store.agents()] == ["worker/1"]
+    breaker.reset("worker/1")
+    assert list(breaker.store.agents()) == []
+    breaker.close()
+
+
+def test_agents_lists_only_this_prefix() -> None:
+    url_a, url_b = fresh_url(), fresh_url()
+    a = CircuitBreaker(Config(), state=url_a)
+    b = CircuitBreaker(Config(), state=url_b)
+    for i in range(450):  # more than one SCAN page and one MGET batch
+        a.check(f"agent-{i}", "t", {"i": i})
+    b.check("other", "t", {})
+    listed = dict(a.store.agents())
+    assert len(listed) == 450 and "other" not in listed
+    assert listed["agent-7"].calls == 1
+    a.close()
+    b.close()
+
+
+def test_incident_reported_once_across_workers(tmp_path: Path) -> None:
+    url = fresh_url()
+    log = tmp_path / "incidents.jsonl"
+    config = Config(duplicate_limit=2, window=4, incident_log=str(log))
+    workers = [CircuitBreaker(config, state=url) for _ in range(3)]
+    for _ in range(4):
+        for worker in workers:
+            worker.check("agent-9", "web_search", {"q": "same"})
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1 and '"kind":"duplicate"' in lines[0] and '"agent":"agent-9"' in lines[0]
+    for worker in workers:
+        worker.close()
+
+
+@pytest.fixture(scope="module")
+def password_server() -> Any:
+    require(redis_available(), "redis-server and the redis extra")
+    with RedisServer(password="s3cret/pw") as server:
+        yield server
+
+
+class TestPassword:
+    @pytest.fixture
+    def server(self, password_server: RedisServer) -> RedisServer:
+        return password_server
+
+    def test_password_in_url(self, server: RedisServer) -> None:
+        url = f"redis://:s3cret%2Fpw@127.0.0.1:{server.port}/0?prefix=inurl:"
+        breaker = CircuitBreaker(Config(duplicate_limit=1, window=1), state=url)
+        assert breaker.check("a", "t", {}).allowed
+        assert breaker.check("a", "t", {}).kind == "duplicate"  # the state really is in Redis
+        breaker.close()
+
+    def test_password_from_environment(
+        self, server: RedisServer, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("REDIS_PASSWORD", "s3cret/pw")
+        breaker = CircuitBreaker(Config(duplicate_limit=1, window=1), state=fresh_url(server))
+        assert breaker.check("a", "t", {}).allowed
+        assert breaker.check("a", "t", {}).kind == "duplicate"
+        breaker.close()
+
+    def test_user_and_password_in_url(self, server: RedisServer) -> None:
+        url = f"redis://default:s3cret%2Fpw@127.0.0.1:{server.port}/0?prefix=userpw:"
+        breaker = CircuitBreaker(Config(duplicate_limit=1, window=1), state=url)
+        assert breaker.check("a", "t", {}).allowed
+        assert breaker.check("a", "t", {}).kind == "duplicate"
+        breaker.close()
+
+    def test_wrong_password_is_unavailable(
+        self, server: RedisServer, monkeypatch: pytest.MonkeyPatch, caplog: Any
+    ) -> None:
+        monkeypatch.delenv("REDIS_PASSWORD", raising=False)
+        url = f"redis://:wrong@127.0.0.1:{server.port}/0"
+        store = store_from_url(url, Config())
+        with pytest.raises(StoreUnavailable) as caught:
+            store.reset("a")
+        assert "wrong" not in str(caught.value)
+        store.close()
+        with caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"):
+            assert CircuitBreaker(Config(), state=url).check("a", "t", {}).allowed
+            closed = CircuitBreaker(Config(fail_closed=True), state=url).check("a", "t", {})
+        assert (closed.allowed, closed.kind) == (False, "unavailable")
+        assert "state store unavailable" in caplog.text
+
+
+def _make_certificates(directory: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1, made with the openssl CLI."""
+    ca_key, ca_crt = directory / "ca.key", directory / "ca.crt"
+    key, csr, crt = directory / "server.key", directory / "server.csr", directory / "server.crt"
+    ext = directory / "ext.cnf"
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-subj", "/CN=dshcb-test-ca", "-keyout", str(ca_key), "-out", str(ca_crt))  # fmt: skip
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+        "-keyout", str(key), "-out", str(csr))  # fmt: skip
+    run("x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
+        "-CAcreateserial", "-days", "2", "-extfile", str(ext), "-out", str(crt))  # fmt: skip
+    return ca_crt, crt, key
+
+
+def test_rediss_over_tls(tmp_path: Path) -> None:
+    require(shutil.which("openssl") is not None, "the openssl command")
+    ca, crt, key = _make_certificates(tmp_path)
+    # TLS only: the plain port is off, so a working call proves the TLS path.
+    with RedisServer(tmp_path / "data", tls=(ca, crt, key)) as server:
+        assert server.url.startswith("rediss://")
+        breaker = CircuitBreaker(Config(duplicate_limit=2, window=2), state=server.url)
+        assert [breaker.check("a", "t", {}).allowed for _ in range(3)] == [True, True, False]
+        breaker.close()
+        # A client that does not trust this CA is refused: the certificate is checked.
+        untrusting = CircuitBreaker(
+            Config(fail_closed=True), state=f"rediss://127.0.0.1:{server.port}/0"
+        )
+        assert untrusting.check("a", "t", {}).kind == "unavailable"
+        untrusting.close()
