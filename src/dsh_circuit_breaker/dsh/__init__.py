@@ -1,0 +1,20 @@
+"""DeepSeek Harness (DSH) integration: a native plugin (plugin.mjs, shipped as package data)
+that asks a long-lived guard process (`dsh-circuit-breaker serve --stdio`) before every
+tool call; install/uninstall/doctor for DSH profiles; a supervision skill (SKILL.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PLUGIN_ID = "circuit-breaker"  # the entry id users target with `- id: circuit-breaker`
+
+
+def plugin_path() -> Path:
+    """Absolute path of the plugin file DSH imports."""
+    return HERE / "plugin.mjs"
+
+
+def skill_path() -> Path:
+    """The supervision skill for DSH parent agents."""
+    return HERE / "SKILL.md"

@@ -1,0 +1,194 @@
+"""`dsh-circuit-breaker serve --stdio`: the guard process a harness plugin talks to.
+
+One long-lived process holds one CircuitBreaker; the plugin (the DSH plugin.mjs, or any
+other host) writes one JSON object per line on stdin and reads one per line on stdout.
+
+Requests (`id` is echoed back in the reply; any JSON value):
+
+    {"op": "hello", "id": 0, "config": {...}, "state": "memory://"}
+        -> {"id": 0, "ok": true, "version": "...", "config": {...effective...}}
+        -> {"id": 0, "ok": false, "error": "config key window: ..."}      (nothing changed)
+    {"op": "check", "id": 7, "agent": "session-1", "tool": "bash", "arguments": {...}}
+    {"op": "check", "id": 8, "anon": "anon:3", "agentKeys": ["loopCtx", ...], "tool": ...}
+        -> {"id": 7, "allowed": true}
+        -> {"id": 7, "allowed": false, "kind": "duplicate", "message": "...", "count": 6,
+            "limit": 6}
+    {"op": "forget", "agent": "session-1"}   (or "anon"): drop that agent's state
+    {"op": "ping", "id": 9}  -> {"id": 9, "ok": true}
+
+`agent` is the id the harness knows the agent by; it is the incident log's `agent`. A
+host whose agent has no id sends `anon` (its own stable key for the object) and
+`agentKeys` (the object's field names), which is what the incident log then carries.
+
+Bad input never crashes the process and never denies: a line that is not a request
+gets `{"allowed": true, "error": ...}`, with one warning on stderr. stdout carries
+only replies; warnings go to stderr, which the plugin forwards to the host's log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+from .._version import __version__
+from ..breaker import CircuitBreaker
+from ..config import Config, ConfigError
+
+log = logging.getLogger("dsh_circuit_breaker")
+
+Reply = dict[str, Any]
+
+
+class _Unnamed(dict[str, None]):
+    """Stands for an agent that has no id: its mapping keys are the agent's field names,
+    all None, so the breaker finds no id in it and logs `agentKeys` instead. A dict
+    subclass can be weakly referenced, so the breaker's per-object bookkeeping lets go
+    of it once `forget` drops our reference."""
+
+
+class GuardServer:
+    """Turns request objects into reply objects; the I/O loop is `serve`."""
+
+    def __init__(self, config: Config | None = None, state: str | None = None) -> None:
+        self.breaker = CircuitBreaker(config or Config(), state)
+        self._state = state  # a hello without its own state URL keeps this one
+        self._unnamed: dict[str, _Unnamed] = {}
+        self._warned = False
+        self._ops: dict[str, Callable[[dict[str, Any]], Reply | None]] = {
+            "check": self._check,
+            "hello": self._hello,
+            "forget": self._forget,
+            "ping": lambda request: {"ok": True},
+        }
+
+    def handle_line(self, line: bytes) -> Reply | None:
+        """The reply to one request line (None: no reply wanted)."""
+        request: Any = None
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict):
+                raise ValueError("a request must be a JSON object")
+            op = self._ops.get(request.get("op", "check"))
+            if op is None:
+                raise ValueError(f"unknown op {request.get('op')!r}")
+            reply = op(request)
+        except Exception as exc:
+            self._warn_once(f"bad request ({type(exc).__name__}: {exc}); allowed")
+            reply = {"allowed": True, "error": f"{type(exc).__name__}: {exc}"}
+        if reply is None:
+            return None
+        if isinstance(request, dict) and "id" in request:
+            reply["id"] = request["id"]
+        return reply
+
+    def close(self) -> None:
+        self.breaker.close()
+
+    def _check(self, request: dict[str, Any]) -> Reply:
+        tool = request.get("tool")
+        if not isinstance(tool, str) or not tool:
+            raise ValueError("check needs a tool name")
+        decision = self.breaker.check(self._agent(request), tool, request.get("arguments"))
+        if decision.allowed:
+            return {"allowed": True}
+        return {
+            "allowed": False,
+            "kind": decision.kind,
+            "message": decision.message,
+            "count": decision.count,
+            "limit": decision.limit,
+        }
+
+    def _hello(self, request: dict[str, Any]) -> Reply:
+        raw = request.get("config") or {}
+        state = request.get("state") or self._state
+        try:
+            if state is not None and not isinstance(state, str):
+                raise ConfigError(f"state must be a URL string, got {type(state).__name__}")
+            config = Config.from_mapping(raw)
+            breaker = CircuitBreaker(config, state) if state else CircuitBreaker(config)
+        except Exception as exc:  # a store that cannot open is as fatal as a bad key
+            return {"ok": False, "error": str(exc) or type(exc).__name__}
+        old, self.breaker = self.breaker, breaker
+        self._unnamed.clear()
+        old.close()
+        return {"ok": True, "version": __version__, "config": config.to_mapping()}
+
+    def _forget(self, request: dict[str, Any]) -> Reply | None:
+        anon = request.get("anon")
+        if isinstance(anon, str):
+            agent = self._unnamed.pop(anon, None)
+            if agent is not None:
+                self.breaker.reset(agent)
+        agent_id = request.get("agent")
+        if isinstance(agent_id, str) and agent_id:
+            self.breaker.reset(agent_id)
+        return {"ok": True} if "id" in request else None
+
+    def _agent(self, request: dict[str, Any]) -> str | _Unnamed:
+        agent_id = request.get("agent")
+        if isinstance(agent_id, (str, int)) and not isinstance(agent_id, bool) and agent_id != "":
+            return str(agent_id)
+        anon = request.get("anon")
+        key = anon if isinstance(anon, str) and anon else "anon:none"
+        found = self._unnamed.get(key)
+        if found is None:
+            names = request.get("agentKeys")
+            fields = [str(n) for n in names] if isinstance(names, list) else []
+            found = self._unnamed[key] = _Unnamed((name, None) for name in fields)
+        return found
+
+    def _warn_once(self, text: str) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning("dsh-circuit-breaker guard: %s (further bad requests not reported)", text)
+
+
+def serve(server: GuardServer, stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """Answer requests until stdin closes (the host exited or let go of us)."""
+    write = stdout.write
+    flush = stdout.flush
+    for line in iter(stdin.readline, b""):
+        if not line.strip():
+            continue
+        reply = server.handle_line(line)
+        if reply is not None:
+            write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
+            flush()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--stdio",
+        action="store_true",
+        required=True,
+        help="speak newline-delimited JSON on stdin/stdout (the only transport)",
+    )
+    parser.add_argument(
+        "--config-json",
+        default=None,
+        metavar="JSON",
+        help="breaker config as a JSON object (camelCase keys); a `hello` request replaces it",
+    )
+    parser.add_argument("--state", default=None, metavar="URL", help="state store URL")
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
+    try:
+        config = Config.from_mapping(json.loads(args.config_json)) if args.config_json else None
+        server = GuardServer(config, args.state)
+    except (ValueError, ConfigError) as exc:
+        print(f"dsh-circuit-breaker serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        serve(server, sys.stdin.buffer, sys.stdout.buffer)
+    except (BrokenPipeError, KeyboardInterrupt):
+        pass
+    finally:
+        server.close()
+    return 0
