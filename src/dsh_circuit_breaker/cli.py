@@ -13,7 +13,7 @@ from ._version import __version__
 # name -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("dsh_circuit_breaker.demo", "replay the cbprobe4 probe through the breaker"),
-    "serve": ("dsh_circuit_breaker.dsh.serve", "guard process for harness plugins (JSON lines on stdio)"),
+    "serve": ("dsh_circuit_breaker.dsh.serve", "guard process for harness plugins (JSON lines)"),
 }
 
 
