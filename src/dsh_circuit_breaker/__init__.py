@@ -1,7 +1,34 @@
-"""dsh-circuit-breaker: a loop guard for LLM agents."""
+"""dsh-circuit-breaker: a loop guard for LLM agents.
+
+The public names load on first use (PEP 562), so that a command hook importing one
+submodule does not pay for the rest.
+"""
+
+from __future__ import annotations
 
 from ._version import __version__
-from .breaker import CircuitBreaker, Decision
-from .config import Config, ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .breaker import CircuitBreaker, Decision
+    from .config import Config, ConfigError
+
+_WHERE = {
+    "CircuitBreaker": "breaker",
+    "Decision": "breaker",
+    "Config": "config",
+    "ConfigError": "config",
+}
 
 __all__ = ["CircuitBreaker", "Config", "ConfigError", "Decision", "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

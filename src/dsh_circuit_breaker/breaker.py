@@ -2,31 +2,64 @@
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
-from typing import Any
-
+from ._log import warn
 from .config import Config
 from .identity import ObjectKeys, agent_label
 from .incidents import append_incident, incident_line
 from .keys import call_key
 from .messages import render
-from .rules import Verdict, decide
-from .state import AgentState
-from .stores import MemoryStore, Store, StoreUnavailable, store_from_url
+from .rules import decide
+from .stores import MemoryStore, StoreUnavailable, store_from_url
 
-log = logging.getLogger("dsh_circuit_breaker")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .rules import Verdict
+    from .state import AgentState
+    from .stores.base import Store
 
 
-@dataclass(frozen=True)
 class Decision:
-    """The breaker's answer for one call. When denied, `message` is the model's tool result."""
+    """The breaker's answer for one call. When denied, `message` is the model's tool result.
+
+    `kind`: None, "duplicate" or "cap" ("unavailable" only with failClosed). `count`:
+    copies of this call counted (duplicate) or calls made (cap); `limit`: the limit hit.
+    """
+
+    __slots__ = ("allowed", "count", "kind", "limit", "message")
 
     allowed: bool
-    kind: str | None = None  # None, "duplicate" or "cap" ("unavailable" only with failClosed)
-    message: str | None = None
-    count: int = 0  # copies of this call counted (duplicate) or calls made (cap)
-    limit: int = 0
+    kind: str | None
+    message: str | None
+    count: int
+    limit: int
+
+    def __init__(
+        self,
+        allowed: bool,
+        kind: str | None = None,
+        message: str | None = None,
+        count: int = 0,
+        limit: int = 0,
+    ) -> None:
+        for name, value in zip(self.__slots__, (allowed, count, kind, limit, message), strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Decision is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Decision):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, n) for n in self.__slots__))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"Decision({fields})"
 
 
 ALLOW = Decision(True)
@@ -56,8 +89,8 @@ class CircuitBreaker:
         """Allow or deny one call of `tool` with `arguments` by `agent` (an object or an id)."""
         config = self.config
         try:
-            if not config.enabled or not config.guards(tool):
-                return ALLOW
+            if not config.enabled or not isinstance(tool, str) or not config.guards(tool):
+                return ALLOW  # a tool name that is not a string: malformed, never judged
             key = call_key(tool, arguments, self._ignore)
             if key is None:
                 return ALLOW
@@ -68,12 +101,12 @@ class CircuitBreaker:
                 self._report(agent, tool, verdict, config.incident_log)
             return self._denial(tool, verdict.kind, verdict.seen, verdict.limit)
         except StoreUnavailable as exc:
-            log.warning("dsh-circuit-breaker: state store unavailable (%s)", exc)
+            warn("dsh-circuit-breaker: state store unavailable (%s)", exc)
             if config.fail_closed:
                 return self._denial(tool, "unavailable", 0, 0)
             return ALLOW
         except Exception:
-            log.warning("dsh-circuit-breaker: internal error, call allowed", exc_info=True)
+            warn("dsh-circuit-breaker: internal error, call allowed", exc_info=True)
             return ALLOW
 
     def reset(self, agent: Any) -> None:
@@ -100,7 +133,7 @@ class CircuitBreaker:
         try:
             self.store.reset(state_key)
         except Exception:  # runs from a finalizer: must not raise
-            log.debug("dsh-circuit-breaker: could not drop state of %s", state_key, exc_info=True)
+            warn("dsh-circuit-breaker: could not drop state of %s", state_key, exc_info=True)
 
     def _denial(self, tool: str, kind: str, count: int, limit: int) -> Decision:
         text = render(self.config.message_template(kind), tool, kind, count, limit)

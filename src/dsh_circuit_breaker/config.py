@@ -1,18 +1,41 @@
-"""The breaker's configuration: defaults from SPEC, validation at load, tool matching."""
+"""The breaker's configuration: defaults from SPEC, validation at load, tool matching.
+
+Written without dataclasses, typing or re at run time: a command hook imports this in a
+fresh process for every tool call, and those imports would cost more than the decision.
+"""
 
 from __future__ import annotations
 
-import re
-import string
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
 
 DEFAULT_EXEMPT = ("todo_write", "ask_user_question", "exit_plan_mode")
 DEFAULT_IGNORE_ARGS = ("description", "explanation", "reason", "thought", "purpose")
 PLACEHOLDERS = frozenset({"tool", "count", "limit", "kind"})
 KINDS = ("duplicate", "cap")
 SEVEN_DAYS = 7 * 24 * 3600
+
+# field -> (default, accepted types). The order is the order of Config's keyword arguments.
+_FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
+    "duplicate_limit": (6, (int,)),
+    "window": (200, (int,)),
+    "reset_on_new_call": (True, (bool,)),
+    "max_calls_per_agent": (300, (int,)),
+    "exempt": (DEFAULT_EXEMPT, (tuple, list)),
+    "only": ((), (tuple, list)),
+    "ignore_args": (DEFAULT_IGNORE_ARGS, (tuple, list)),
+    "deny_message": (None, (str, dict, type(None))),
+    "incident_log": (None, (str, type(None))),
+    "enabled": (True, (bool,)),
+    # For harnesses whose state outlives a process (command hooks, shared stores).
+    "reset_on_user_prompt": (True, (bool,)),
+    "idle_expiry_seconds": (SEVEN_DAYS, (int,)),
+    "fail_closed": (False, (bool,)),
+    "store_timeout": (2.0, (int, float)),
+}
+_LISTS = ("exempt", "only", "ignore_args")
 
 
 class ConfigError(ValueError):
@@ -24,35 +47,66 @@ def _camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-@dataclass(frozen=True)
+_KEYS = {**{name: name for name in _FIELDS}, **{_camel(name): name for name in _FIELDS}}
+
+
 class Config:
-    """What the breaker enforces. Field names are snake_case; files may use camelCase."""
+    """What the breaker enforces. Arguments are snake_case; files may use camelCase.
 
-    duplicate_limit: int = 6
-    window: int = 200
-    reset_on_new_call: bool = True
-    max_calls_per_agent: int = 300
-    exempt: tuple[str, ...] = DEFAULT_EXEMPT
-    only: tuple[str, ...] = ()
-    ignore_args: tuple[str, ...] = DEFAULT_IGNORE_ARGS
-    deny_message: str | Mapping[str, str] | None = None
-    incident_log: str | None = None
-    enabled: bool = True
-    # For harnesses whose state outlives a process (command hooks, shared stores).
-    reset_on_user_prompt: bool = True
-    idle_expiry_seconds: int = SEVEN_DAYS
-    fail_closed: bool = False
-    store_timeout: float = 2.0
-    _matcher: _ToolMatcher = field(init=False, repr=False, compare=False)
+    Immutable once built; every value is validated here, so a bad one fails at load,
+    naming its key, and never falls back to a default.
+    """
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            if f.init:
-                _check_type(f.name, getattr(self, f.name))
-        for name in ("exempt", "only", "ignore_args"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        if self.incident_log == "":
-            object.__setattr__(self, "incident_log", None)
+    __slots__ = ("_matcher", *_FIELDS)
+
+    duplicate_limit: int
+    window: int
+    reset_on_new_call: bool
+    max_calls_per_agent: int
+    exempt: tuple[str, ...]
+    only: tuple[str, ...]
+    ignore_args: tuple[str, ...]
+    deny_message: str | Mapping[str, str] | None
+    incident_log: str | None
+    enabled: bool
+    reset_on_user_prompt: bool
+    idle_expiry_seconds: int
+    fail_closed: bool
+    store_timeout: float
+    _matcher: _ToolMatcher
+
+    def __init__(
+        self,
+        duplicate_limit: int = 6,
+        window: int = 200,
+        reset_on_new_call: bool = True,
+        max_calls_per_agent: int = 300,
+        exempt: Iterable[str] = DEFAULT_EXEMPT,
+        only: Iterable[str] = (),
+        ignore_args: Iterable[str] = DEFAULT_IGNORE_ARGS,
+        deny_message: str | Mapping[str, str] | None = None,
+        incident_log: str | None = None,
+        enabled: bool = True,
+        reset_on_user_prompt: bool = True,
+        idle_expiry_seconds: int = SEVEN_DAYS,
+        fail_closed: bool = False,
+        store_timeout: float = 2.0,
+    ) -> None:
+        values = dict(locals())
+        del values["self"]
+        for name, value in values.items():
+            _check_type(name, value)
+            if name in _LISTS:
+                value = tuple(value)
+            elif name == "deny_message" and value is not None and not isinstance(value, str):
+                value = dict(value)
+            elif name == "incident_log" and value == "":
+                value = None
+            object.__setattr__(self, name, value)
+        self._validate()
+        object.__setattr__(self, "_matcher", _ToolMatcher(self.exempt, self.only))
+
+    def _validate(self) -> None:
         if self.duplicate_limit < 1:
             raise _error("duplicate_limit", f"must be at least 1, got {self.duplicate_limit}")
         if self.window < 1:
@@ -73,42 +127,55 @@ class Config:
         if self.store_timeout <= 0:
             raise _error("store_timeout", f"must be above 0, got {self.store_timeout}")
         _check_messages(self.deny_message)
-        object.__setattr__(self, "_matcher", _ToolMatcher(self.exempt, self.only))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Config is immutable; use .replace({name}=...)")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Config):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in _FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # deny_message may be a dict
+
+    def __repr__(self) -> str:
+        changed = ", ".join(
+            f"{n}={getattr(self, n)!r}" for n, (d, _) in _FIELDS.items() if getattr(self, n) != d
+        )
+        return f"Config({changed})"
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with some values changed (validated like any other)."""
+        values = {name: getattr(self, name) for name in _FIELDS}
+        values.update(changes)
+        return Config(**values)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any], base: Config | None = None) -> Config:
         """Build from a config file's mapping (camelCase or snake_case keys) over `base`."""
-        if not isinstance(mapping, Mapping):
+        if not isinstance(mapping, dict):
             raise ConfigError(f"config must be a mapping, got {type(mapping).__name__}")
-        names = {f.name: f.name for f in fields(cls) if f.init}
-        names.update({_camel(n): n for n in list(names)})
         values: dict[str, Any] = {}
         for key, value in mapping.items():
-            name = names.get(key) if isinstance(key, str) else None
+            name = _KEYS.get(key) if isinstance(key, str) else None
             if name is None:
-                known = ", ".join(sorted(_camel(n) for n in set(names.values())))
+                known = ", ".join(sorted(_camel(n) for n in _FIELDS))
                 raise ConfigError(f"unknown config key {key!r} (known keys: {known})")
             if name in values:
                 raise ConfigError(f"config key {_camel(name)} given twice")
-            if name in ("exempt", "only", "ignore_args") and isinstance(value, list):
-                value = tuple(value)
             values[name] = value
-        start = base if base is not None else cls()
-        merged = {f.name: getattr(start, f.name) for f in fields(cls) if f.init}
-        merged.update(values)
-        return cls(**merged)
+        return (base or cls()).replace(**values)
 
     def to_mapping(self) -> dict[str, Any]:
         """The camelCase form a config file would hold."""
         out: dict[str, Any] = {}
-        for f in fields(self):
-            if f.init:
-                value = getattr(self, f.name)
-                if isinstance(value, tuple):
-                    value = list(value)
-                elif isinstance(value, Mapping):
-                    value = dict(value)
-                out[_camel(f.name)] = value
+        for name in _FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, dict):
+                value = dict(value)
+            out[_camel(name)] = value
         return out
 
     def guards(self, tool: str) -> bool:
@@ -125,30 +192,12 @@ class Config:
         return self.deny_message.get(kind, DEFAULT_MESSAGES[kind])
 
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "duplicate_limit": (int,),
-    "window": (int,),
-    "reset_on_new_call": (bool,),
-    "max_calls_per_agent": (int,),
-    "exempt": (tuple, list),
-    "only": (tuple, list),
-    "ignore_args": (tuple, list),
-    "deny_message": (str, Mapping, type(None)),
-    "incident_log": (str, type(None)),
-    "enabled": (bool,),
-    "reset_on_user_prompt": (bool,),
-    "idle_expiry_seconds": (int,),
-    "fail_closed": (bool,),
-    "store_timeout": (int, float),
-}
-
-
 def _error(name: str, problem: str) -> ConfigError:
     return ConfigError(f"config key {_camel(name)}: {problem}")
 
 
 def _check_type(name: str, value: Any) -> None:
-    allowed = _TYPES[name]
+    allowed = _FIELDS[name][1]
     # bool is an int in Python; a limit of `true` is a typo, not a number.
     is_bool_for_number = isinstance(value, bool) and bool not in allowed
     if is_bool_for_number or not isinstance(value, allowed):
@@ -175,6 +224,8 @@ def _check_messages(message: str | Mapping[str, str] | None) -> None:
 
 
 def _check_template(text: str) -> None:
+    import string  # only for a custom message; it pulls in `re`
+
     try:
         parsed = list(string.Formatter().parse(text))
     except ValueError as exc:
@@ -191,22 +242,36 @@ class _ToolMatcher:
     __slots__ = ("_cache", "_exempt", "_only")
 
     def __init__(self, exempt: Iterable[str], only: Iterable[str]) -> None:
-        self._only = _compile(only)
-        self._exempt = _compile(exempt)
+        self._only = [p.split("*") for p in only]
+        self._exempt = [p.split("*") for p in exempt]
         self._cache: dict[str, bool] = {}
 
     def __call__(self, tool: str) -> bool:
         hit = self._cache.get(tool)
         if hit is None:
-            if self._only is not None:
-                hit = self._only.fullmatch(tool) is not None
+            if self._only:
+                hit = any(_matches(tool, parts) for parts in self._only)
             else:
-                hit = self._exempt is None or self._exempt.fullmatch(tool) is None
+                hit = not any(_matches(tool, parts) for parts in self._exempt)
             if len(self._cache) < 4096:
                 self._cache[tool] = hit
         return hit
 
 
-def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
-    parts = [".*".join(re.escape(piece) for piece in p.split("*")) for p in patterns]
-    return re.compile("|".join(parts), re.DOTALL) if parts else None
+def _matches(name: str, parts: list[str]) -> bool:
+    """Whether `name` matches a pattern split on `*` (greedy leftmost matching of the
+    middle pieces is exact for a pattern whose only wildcard is `*`)."""
+    if len(parts) == 1:
+        return name == parts[0]
+    first, *middle, last = parts
+    if len(name) < len(first) + len(last) or not name.startswith(first):
+        return False
+    if not name.endswith(last):
+        return False
+    position, end = len(first), len(name) - len(last)
+    for piece in middle:
+        found = name.find(piece, position, end)
+        if found < 0:
+            return False
+        position = found + len(piece)
+    return True

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import itertools
-import secrets
+import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 ID_FIELDS = ("id", "agent_id", "agentId", "session_id", "sessionId", "uuid", "thread_id", "name")
 
@@ -53,7 +57,7 @@ class ObjectKeys:
         self._lock = threading.Lock()
         self._serial = itertools.count(1)
         # Unique across processes, for stores that several processes share.
-        self._prefix = secrets.token_hex(6)
+        self._prefix = os.urandom(6).hex()
         self._on_collect = on_collect
 
     def key(self, agent: Any) -> str:

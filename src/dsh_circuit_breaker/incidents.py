@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
-from typing import Any
 
-log = logging.getLogger("dsh_circuit_breaker")
+from ._log import warn
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def incident_line(kind: str, tool: str, count: int, limit: int, who: dict[str, Any]) -> bytes:
@@ -33,9 +35,9 @@ def append_incident(path: str, line: bytes) -> bool:
         finally:
             os.close(fd)
         if written != len(line):
-            log.warning("dsh-circuit-breaker: short write to incident log %s", path)
+            warn("dsh-circuit-breaker: short write to incident log %s", path)
             return False
         return True
     except Exception as exc:  # a bad path or full disk must never touch a decision
-        log.warning("dsh-circuit-breaker: cannot write incident log %s: %s", path, exc)
+        warn("dsh-circuit-breaker: cannot write incident log %s: %s", path, exc)
         return False

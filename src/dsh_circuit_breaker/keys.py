@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import json
-from hashlib import blake2b
-from typing import Any
+
+try:  # hashlib loads OpenSSL first; the builtin module alone is much cheaper to import
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - CPython always has it
+    from hashlib import blake2b
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DIGEST_SIZE = 16
 

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .config import Config
+    from .state import AgentState
 
-from .config import Config
-from .state import AgentState
 
+class Verdict:
+    """The rules' answer. `seen`: copies of the call counted (duplicate, allowed) or
+    calls made (cap). `first_of_kind`: the agent's first denial of this kind, to log."""
 
-class Verdict(NamedTuple):
-    kind: str | None  # None (allowed), "duplicate" or "cap"
-    seen: int  # copies of the call counted (duplicate, allowed) or calls made (cap)
-    limit: int
-    first_of_kind: bool = False  # the agent's first denial of this kind: log an incident
+    __slots__ = ("first_of_kind", "kind", "limit", "seen")
+
+    def __init__(self, kind: str | None, seen: int, limit: int, first_of_kind: bool = False):
+        self.kind = kind  # None (allowed), "duplicate" or "cap"
+        self.seen = seen
+        self.limit = limit
+        self.first_of_kind = first_of_kind
 
 
 def decide(state: AgentState, key: bytes, config: Config) -> Verdict:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from typing import Any
 
 from .keys import DIGEST_SIZE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT_VERSION = 1
 

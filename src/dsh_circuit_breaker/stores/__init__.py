@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 from ..config import Config, ConfigError
-from .base import Store, StoreUnavailable
 from .memory import MemoryStore
+from .unavailable import StoreUnavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .base import Store
 
 # scheme -> "module:factory"; imported only when chosen, so the hook path stays light.
 # A factory takes (url, config) and returns a Store.
@@ -36,4 +41,4 @@ def store_from_url(url: str, config: Config | None = None) -> Store:
     return store
 
 
-__all__ = ["MemoryStore", "Store", "StoreUnavailable", "store_from_url"]
+__all__ = ["MemoryStore", "StoreUnavailable", "store_from_url"]

@@ -6,12 +6,9 @@ from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
 from ..state import AgentState
+from .unavailable import StoreUnavailable as StoreUnavailable
 
 T = TypeVar("T")
-
-
-class StoreUnavailable(RuntimeError):
-    """The store could not be reached within its budget; the breaker fails open (or closed)."""
 
 
 class Store(Protocol):

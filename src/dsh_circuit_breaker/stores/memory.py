@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from typing import TypeVar
 
 from ..state import AgentState
 
-T = TypeVar("T")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 
 class MemoryStore:
