@@ -1,0 +1,184 @@
+"""OpenAI Agents SDK: the breaker as a tool input guardrail.
+
+    from dsh_circuit_breaker.integrations.openai_agents import guard_agent
+
+    guard_agent(triage_agent)   # every function tool, MCP server, handoff and agent-as-tool
+
+The SDK has no agent-level tool guard: input guardrails attach per function tool (or per
+MCP server). `guard_agent` attaches one breaker guardrail to every function tool of an
+agent, to its MCP servers, and, recursively, to the agents it hands off to and the agents
+it runs as tools. A denied call returns `ToolGuardrailFunctionOutput.reject_content(text)`:
+the tool does not run and the model gets `text` as that call's output.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from agents import Agent, FunctionTool, Handoff
+from agents.tool_guardrails import (
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrail,
+    ToolInputGuardrailData,
+)
+
+from ..breaker import CircuitBreaker
+from ..config import Config
+from ._common import acheck, make_breaker, model_arguments
+
+GUARDRAIL_NAME = "dsh_circuit_breaker"
+
+AgentIdFunc = Callable[[ToolInputGuardrailData], Any]
+
+
+class AgentRun:
+    """One agent within one run: what the breaker keys its state on by default.
+
+    The SDK builds a fresh context per tool call, but every call of one run (and of agents
+    it runs as tools) shares the run's `usage` object, so (usage, agent) names one agent in
+    one run. A handoff target or an agent-as-tool is another agent object, so it gets its
+    own state. `name` is the agent's name, which the incident log records.
+    """
+
+    __slots__ = ("__weakref__", "agent", "name")
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent  # held so that id(agent) cannot be reused while the run lives
+        self.name = str(getattr(agent, "name", "") or "agent")
+
+
+class _Runs:
+    """(run anchor, agent) -> AgentRun, forgotten when the run's anchor is collected."""
+
+    def __init__(self) -> None:
+        self._runs: dict[int, dict[int, AgentRun]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, anchor: Any, agent: Any) -> AgentRun:
+        with self._lock:
+            per_run = self._runs.get(id(anchor))
+            if per_run is None:
+                per_run = self._runs[id(anchor)] = {}
+                try:
+                    weakref.finalize(anchor, self._runs.pop, id(anchor), None)
+                except TypeError:  # not weakly referenceable: the agent object alone names it
+                    del self._runs[id(anchor)]
+                    return self._fallback(agent)
+            found = per_run.get(id(agent))
+            if found is None:
+                found = per_run[id(agent)] = AgentRun(agent)
+            return found
+
+    def _fallback(self, agent: Any) -> AgentRun:
+        per_agent = self._runs.setdefault(0, {})
+        found = per_agent.get(id(agent))
+        if found is None:
+            found = per_agent[id(agent)] = AgentRun(agent)
+        return found
+
+
+class BreakerGuardrail:
+    """The guardrail function: asks the breaker about one function tool call."""
+
+    def __init__(self, breaker: CircuitBreaker, agent_id: AgentIdFunc | None) -> None:
+        self.breaker = breaker
+        self.agent_id = agent_id
+        self._runs = _Runs()
+        self.__name__ = GUARDRAIL_NAME
+
+    def agent_for(self, data: ToolInputGuardrailData) -> Any:
+        if self.agent_id is not None:
+            return self.agent_id(data)
+        return self._runs.get(data.context.usage, data.agent)
+
+    async def __call__(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        context = data.context
+        decision = await acheck(
+            self.breaker,
+            self.agent_for(data),
+            context.tool_name,
+            model_arguments(context.tool_arguments),
+        )
+        if decision.allowed:
+            return ToolGuardrailFunctionOutput.allow()
+        return ToolGuardrailFunctionOutput.reject_content(
+            decision.message or "Circuit breaker: this call was NOT run.",
+            output_info={"kind": decision.kind, "count": decision.count, "limit": decision.limit},
+        )
+
+
+def circuit_breaker_guardrail(
+    breaker: CircuitBreaker | None = None,
+    *,
+    config: Config | None = None,
+    agent_id: AgentIdFunc | None = None,
+) -> ToolInputGuardrail[Any]:
+    """A tool input guardrail to pass yourself: `@function_tool(tool_input_guardrails=[g])`.
+
+    `agent_id(data) -> str | object` names the agent a call counts against (for example a
+    session id, to carry state across runs in a persistent store); default: the agent object
+    within the current run.
+    """
+    check = BreakerGuardrail(make_breaker(breaker, config), agent_id)
+    return ToolInputGuardrail(guardrail_function=check, name=GUARDRAIL_NAME)
+
+
+def guard_agent(
+    agent: Agent[Any],
+    breaker: CircuitBreaker | ToolInputGuardrail[Any] | None = None,
+    *,
+    config: Config | None = None,
+    agent_id: AgentIdFunc | None = None,
+) -> ToolInputGuardrail[Any]:
+    """Attach one breaker guardrail to every function tool and MCP server of `agent`, and of
+    every agent it can hand off to or runs as a tool, recursively. Returns the guardrail, to
+    attach to tools added later. Tools that already carry a breaker guardrail are left as
+    they are, so guarding twice never counts a call twice.
+
+    `breaker` may be a `CircuitBreaker`, or a guardrail from an earlier call to share it.
+    """
+    if isinstance(breaker, ToolInputGuardrail):
+        if config is not None or agent_id is not None:
+            raise TypeError("config= and agent_id= belong to the guardrail already given")
+        guardrail = breaker
+    else:
+        guardrail = circuit_breaker_guardrail(breaker, config=config, agent_id=agent_id)
+    seen: set[int] = set()
+    pending: list[Any] = [agent]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for tool in getattr(current, "tools", None) or ():
+            if isinstance(tool, FunctionTool):
+                tool.tool_input_guardrails = _with(tool.tool_input_guardrails, guardrail)
+                # An agent run as a tool (`agent.as_tool`) keeps its agent here (SDK-private,
+                # hence getattr): guard the inner agent's tools too.
+                inner = getattr(tool, "_agent_instance", None)
+                if inner is not None:
+                    pending.append(inner)
+        for server in getattr(current, "mcp_servers", None) or ():
+            if hasattr(server, "tool_input_guardrails"):
+                server.tool_input_guardrails = _with(server.tool_input_guardrails, guardrail)
+        for target in getattr(current, "handoffs", None) or ():
+            if isinstance(target, Handoff):
+                # `handoff(agent)` keeps a weak reference to its target (SDK-private).
+                ref = getattr(target, "_agent_ref", None)
+                target = ref() if ref is not None else None
+            if target is not None:
+                pending.append(target)
+    return guardrail
+
+
+def _with(
+    existing: list[ToolInputGuardrail[Any]] | None, guardrail: ToolInputGuardrail[Any]
+) -> list[ToolInputGuardrail[Any]]:
+    current = list(existing or [])
+    if any(isinstance(g.guardrail_function, BreakerGuardrail) for g in current):
+        return current
+    # First, so a refused call never reaches the other guardrails either.
+    return [guardrail, *current]

@@ -1,0 +1,317 @@
+"""The OpenAI Agents SDK drives the breaker through a real Runner; only the model is the
+SDK's own ScriptedModel, with responders that read what the model was sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from conftest import require
+
+try:
+    from agents import Agent, Runner, function_tool, handoff, set_tracing_disabled
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+    from agents.testing.model import ModelCall
+
+    from dsh_circuit_breaker.integrations.openai_agents import (
+        circuit_breaker_guardrail,
+        guard_agent,
+    )
+
+    HAVE = True
+except ImportError:  # pragma: no cover - only without the extra
+    HAVE = False
+
+from dsh_circuit_breaker import CircuitBreaker, Config
+
+DENIED = "Circuit breaker: this search call was NOT run"
+GIVE_UP = "I keep being refused; stopping here."
+
+
+@pytest.fixture(autouse=True)
+def _need_openai_agents() -> None:
+    require(HAVE, "openai-agents (extra [openai-agents])")
+    set_tracing_disabled(True)  # traces would be exported over the network
+
+
+def items(call: ModelCall) -> list[dict[str, Any]]:
+    raw = call.input if isinstance(call.input, list) else []
+    return [dict(i) if not isinstance(i, dict) else i for i in raw]  # type: ignore[arg-type]
+
+
+def outputs(input_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [i for i in input_items if i.get("type") == "function_call_output"]
+
+
+def refusals(input_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [i for i in outputs(input_items) if "Circuit breaker" in str(i.get("output"))]
+
+
+def reactive(respond: Callable[[list[dict[str, Any]]], Any], steps: int = 40) -> ScriptedModel:
+    """A ScriptedModel whose every answer is computed from the input it was sent."""
+    return ScriptedModel([ModelStep.respond(lambda call: [respond(items(call))])] * steps)
+
+
+def looping(tag: str, give_up_after: int = 3, tool: str = "search") -> ScriptedModel:
+    def respond(seen: list[dict[str, Any]]) -> Any:
+        mine = [o for o in outputs(seen) if str(o["call_id"]).startswith(tag)]
+        if len([o for o in mine if "Circuit breaker" in str(o["output"])]) >= give_up_after:
+            return assistant_message(GIVE_UP)
+        return function_call(tool, {"query": "same"}, call_id=f"{tag}-{len(mine)}")
+
+    return reactive(respond)
+
+
+def search_tool(ran: list[str]) -> Any:
+    @function_tool
+    def search(query: str) -> str:
+        """Search the web."""
+        ran.append(query)
+        return f"results for {query}"
+
+    return search
+
+
+def last_input(model: ScriptedModel) -> list[dict[str, Any]]:
+    last = model.last_call
+    assert last is not None
+    return items(last)
+
+
+def check_loop_run(model: ScriptedModel, output: Any, ran: list[str], tag: str = "loop") -> None:
+    assert ran == ["same"] * 6
+    seen = last_input(model)  # the whole conversation the model was last sent
+    denied = refusals(seen)
+    assert [o["call_id"] for o in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
+    for o in denied:
+        assert str(o["output"]).startswith(DENIED)
+        assert "already run 6 times (limit 6" in str(o["output"])
+    # Every call the model made is answered once, by its own id.
+    calls = [i["call_id"] for i in seen if i.get("type") == "function_call"]
+    assert sorted(calls) == sorted(o["call_id"] for o in outputs(seen))
+    assert output == GIVE_UP
+
+
+def test_loop_is_refused_after_six_sync() -> None:
+    ran: list[str] = []
+    model = looping("loop")
+    agent = Agent(name="looper", model=model, tools=[search_tool(ran)])
+    guard_agent(agent)
+    result = Runner.run_sync(agent, "find it")
+    check_loop_run(model, result.final_output, ran)
+    behaviors = [r.output.behavior["type"] for r in result.tool_input_guardrail_results]
+    assert behaviors == ["allow"] * 6 + ["reject_content"] * 3
+    assert result.tool_input_guardrail_results[-1].output.output_info == {
+        "kind": "duplicate",
+        "count": 6,
+        "limit": 6,
+    }
+
+
+def test_loop_is_refused_after_six_async_and_streamed() -> None:
+    ran: list[str] = []
+    model = looping("loop")
+    agent = Agent(name="looper", model=model, tools=[search_tool(ran)])
+    guard_agent(agent)
+    result = asyncio.run(Runner.run(agent, "find it"))
+    check_loop_run(model, result.final_output, ran)
+
+    ran.clear()
+    model = looping("loop")
+    agent = Agent(name="looper", model=model, tools=[search_tool(ran)])
+    guard_agent(agent)
+
+    async def streamed() -> Any:
+        run = Runner.run_streamed(agent, "find it")
+        async for _ in run.stream_events():
+            pass
+        return run.final_output
+
+    check_loop_run(model, asyncio.run(streamed()), ran)
+
+
+def test_healthy_edit_test_cycle_is_never_refused() -> None:
+    edits = 15
+    script: list[tuple[str, dict[str, Any]]] = []
+    for i in range(edits):
+        script.append(("run_tests", {"path": "tests/"}))
+        script.append(("edit", {"file": "a.py", "text": f"fix {i}"}))
+    script.append(("run_tests", {"path": "tests/"}))
+
+    def respond(seen: list[dict[str, Any]]) -> Any:
+        n = len(outputs(seen))
+        if n < len(script):
+            name, args = script[n]
+            return function_call(name, args, call_id=f"c{n}")
+        return assistant_message("all green")
+
+    ran: list[str] = []
+
+    @function_tool
+    def run_tests(path: str) -> str:
+        """Run the tests."""
+        ran.append("test")
+        return "1 failed"
+
+    @function_tool
+    def edit(file: str, text: str) -> str:
+        """Edit a file."""
+        ran.append("edit")
+        return "ok"
+
+    model = reactive(respond, steps=2 * edits + 2)
+    agent = Agent(name="coder", model=model, tools=[run_tests, edit])
+    guard_agent(agent)
+    result = Runner.run_sync(agent, "fix the bug", max_turns=50)
+    assert refusals(last_input(model)) == []
+    assert ran.count("test") == edits + 1
+    assert result.final_output == "all green"
+
+
+def test_guard_agent_reaches_handoffs_and_agents_as_tools() -> None:
+    def tool_named(name: str) -> Any:
+        @function_tool(name_override=name)
+        def t(query: str) -> str:
+            """A tool."""
+            return "r"
+
+        return t
+
+    deep = Agent(name="deep", tools=[tool_named("deep_tool")])
+    helper = Agent(name="helper", tools=[tool_named("helper_tool")], handoffs=[handoff(deep)])
+    billing = Agent(name="billing", tools=[tool_named("billing_tool")])
+    triage = Agent(
+        name="triage",
+        tools=[tool_named("triage_tool"), helper.as_tool("ask_helper", "Ask the helper.")],
+        handoffs=[billing],
+    )
+    billing.handoffs = [triage]  # a cycle must not loop forever
+    guardrail = guard_agent(triage)
+    every_tool = [t for a in (triage, helper, billing, deep) for t in a.tools]
+    assert len(every_tool) == 5
+    for tool in every_tool:
+        assert tool.tool_input_guardrails == [guardrail]
+    # Guarding again (even with another breaker) never stacks a second breaker guardrail.
+    guard_agent(triage, CircuitBreaker())
+    assert all(tool.tool_input_guardrails == [guardrail] for tool in every_tool)
+
+
+def test_handoff_target_has_its_own_state() -> None:
+    # The triage agent runs search('same') 4 times, then hands off; the specialist runs it
+    # 4 more times in the same run. 8 in all, never 7 by one agent: nothing is refused.
+    ran: list[str] = []
+    search = search_tool(ran)
+
+    def four_then(tag: str, then: Any) -> ScriptedModel:
+        def respond(seen: list[dict[str, Any]]) -> Any:
+            mine = [o for o in outputs(seen) if str(o["call_id"]).startswith(tag)]
+            if len(mine) < 4:
+                return function_call("search", {"query": "same"}, call_id=f"{tag}{len(mine)}")
+            return then
+
+        return reactive(respond)
+
+    specialist = Agent(
+        name="specialist", model=four_then("s", assistant_message("s done")), tools=[search]
+    )
+    triage = Agent(
+        name="triage",
+        model=four_then("t", function_call("transfer_to_specialist", {}, call_id="h")),
+        tools=[search],
+        handoffs=[specialist],
+    )
+    guard_agent(triage)
+    result = Runner.run_sync(triage, "go")
+    assert result.last_agent is specialist
+    assert result.final_output == "s done"
+    assert len(ran) == 8
+    assert all(r.output.behavior["type"] == "allow" for r in result.tool_input_guardrail_results)
+
+
+def test_agent_as_tool_and_concurrent_runs_have_their_own_state() -> None:
+    ran: list[str] = []
+    search = search_tool(ran)
+    inner_model = looping("in")
+    inner = Agent(name="inner", model=inner_model, tools=[search])
+
+    def outer_respond(seen: list[dict[str, Any]]) -> Any:
+        mine = outputs(seen)
+        if not mine:
+            return function_call("search", {"query": "same"}, call_id="o0")
+        if len(mine) == 1:
+            return function_call("ask_inner", {"input": "dig"}, call_id="o1")
+        if len(mine) < 7:
+            return function_call("search", {"query": "same"}, call_id=f"o{len(mine)}")
+        return assistant_message("outer done")
+
+    outer = Agent(
+        name="outer",
+        model=reactive(outer_respond),
+        tools=[search, inner.as_tool("ask_inner", "Ask the inner agent.")],
+    )
+    guard_agent(outer)
+    result = Runner.run_sync(outer, "go")
+    # The inner agent looped on its own: 6 runs, then refused, then it gave up. The outer
+    # agent made 6 searches of its own around it and none was refused.
+    assert ran.count("same") == 12
+    assert result.final_output == "outer done"
+    assert len(refusals(last_input(inner_model))) == 3
+
+    # Two concurrent runs of one agent object are two agents.
+    ran.clear()
+    a = Agent(name="same", model=looping("a"), tools=[search])
+    guard_agent(a)
+
+    async def both() -> Any:
+        return await asyncio.gather(Runner.run(a, "go"), Runner.run(a, "go"))
+
+    for result in asyncio.run(both()):
+        assert result.final_output == GIVE_UP
+        conversation = [i if isinstance(i, dict) else dict(i) for i in result.to_input_list()]
+        assert len(refusals(conversation)) == 3  # type: ignore[arg-type]
+    assert len(ran) == 12
+
+
+def test_explicit_guardrail_agent_id_and_custom_text() -> None:
+    # agent_id= keys state on a session id, so it carries over from one run to the next.
+    breaker = CircuitBreaker(Config(duplicate_limit=2, deny_message="no more {tool} ({count})"))
+    guardrail = circuit_breaker_guardrail(breaker, agent_id=lambda data: "session-1")
+    ran: list[str] = []
+
+    @function_tool(tool_input_guardrails=[guardrail])
+    def search(query: str) -> str:
+        """Search."""
+        ran.append(query)
+        return "r"
+
+    def one_call(seen: list[dict[str, Any]]) -> Any:
+        if outputs(seen):
+            return assistant_message(json.dumps([o["output"] for o in outputs(seen)]))
+        return function_call("search", {"query": "same"}, call_id="x")
+
+    for _ in range(3):
+        agent = Agent(name="a", model=reactive(one_call, steps=2), tools=[search])
+        result = Runner.run_sync(agent, "go")
+    assert len(ran) == 2
+    assert json.loads(result.final_output) == ["no more search (2)"]
+
+
+def test_state_goes_with_the_run() -> None:
+    import gc
+
+    ran: list[str] = []
+    agent = Agent(name="looper", model=looping("loop"), tools=[search_tool(ran)])
+    guardrail = guard_agent(agent)
+    store = guardrail.guardrail_function.breaker.store  # type: ignore[attr-defined]
+    result = Runner.run_sync(agent, "find it")
+    assert len(list(store.agents())) == 1
+    del result
+    gc.collect()
+    assert list(store.agents()) == []
+    # A second run of the same agent object starts fresh.
+    Runner.run_sync(agent, "again")
+    assert len(ran) == 12
