@@ -14,6 +14,18 @@ from ._version import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("dsh_circuit_breaker.demo", "replay the cbprobe4 probe through the breaker"),
     "serve": ("dsh_circuit_breaker.dsh.serve", "guard process for harness plugins (JSON lines)"),
+    "analyze": (
+        "dsh_circuit_breaker.transcripts.cmd_analyze",
+        "tabulate tool calls in transcripts",
+    ),
+    "replay": (
+        "dsh_circuit_breaker.transcripts.cmd_replay",
+        "what the breaker would have done to transcripts",
+    ),
+    "calibrate": (
+        "dsh_circuit_breaker.transcripts.cmd_calibrate",
+        "choose limits from your own transcripts",
+    ),
 }
 
 

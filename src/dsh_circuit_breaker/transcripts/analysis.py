@@ -1,0 +1,259 @@
+"""Per-run figures (analyze) and what the breaker would have done (replay, calibrate).
+
+Replay drives the real engine: one `CircuitBreaker(config)` with the memory store per
+transcript, `check(agent, tool, arguments)` for every call in order, each subagent under
+its own agent id. Nothing here decides allow or deny; it only counts what `check` said.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from hashlib import blake2b
+from typing import Any
+
+from ..breaker import CircuitBreaker, Decision
+from ..config import Config
+from ..keys import call_key
+from .model import Call, Transcript
+
+TIMELINE_LIMIT = 10_000  # points kept per run for the HTML picture
+
+
+def describe(tool: str, arguments: Any, key: bytes, show_args: bool) -> str:
+    """How a report names a call. By default: the tool, its argument names and a short
+    digest of the key, so no argument content leaves the transcript; `show_args` adds a
+    short preview of the arguments for a person reading their own transcripts."""
+    digest = key.hex()[:8]
+    if show_args:
+        try:
+            text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
+        except (TypeError, ValueError, RecursionError):
+            text = repr(arguments)
+        text = " ".join(text.split())
+        if len(text) > 80:
+            text = text[:77] + "..."
+        return f"{tool} {text} #{digest}"
+    if isinstance(arguments, dict):
+        names = ",".join(str(k) for k in list(arguments)[:6])
+        if len(arguments) > 6:
+            names += ",..."
+        return f"{tool}({names}) #{digest}"
+    return f"{tool}(<{type(arguments).__name__}>) #{digest}"
+
+
+def stats_key(call: Call, ignore: frozenset[str]) -> bytes:
+    key = call_key(call.tool, call.arguments, ignore)
+    if key is None:  # unserializable arguments: still one call to count, keyed by its text
+        text = f"{call.tool}\x00{call.arguments!r}".encode("utf-8", "replace")
+        key = blake2b(text, digest_size=16).digest()
+    return key
+
+
+@dataclass
+class Denials:
+    """What one breaker did to one agent's calls."""
+
+    first: dict[str, Any] | None = None
+    denied: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    time_saved: float = 0.0
+    timed: bool = True  # every denied call had a time to measure from
+    ranges: list[list[int]] = field(default_factory=list)  # [first, last] call numbers
+    _open_since: float | None = None
+
+    def add(
+        self, number: int, call: Call, decision: Decision, which: str, start: float | None
+    ) -> None:
+        self._close(call.time)
+        if decision.allowed:
+            return
+        kind = decision.kind or "denied"
+        self.denied += 1
+        self.kinds[kind] += 1
+        if self.ranges and self.ranges[-1][1] == number - 1:
+            self.ranges[-1][1] = number
+        else:
+            self.ranges.append([number, number])
+        if self.first is None:
+            self.first = {
+                "call": number,
+                "time": call.time,
+                "offset_s": None if call.time is None or start is None else call.time - start,
+                "tool": call.tool,
+                "which": which,
+                "kind": kind,
+                "count": decision.count,
+                "limit": decision.limit,
+            }
+        if call.time is None:
+            self.timed = False
+        self._open_since = call.time
+
+    def _close(self, when: float | None) -> None:
+        # A denied call saves the time until the agent's next call (or the run's end): the
+        # tool would not have run. For a loop this adds up to the loop's remaining time.
+        if self._open_since is not None and when is not None:
+            self.time_saved += max(0.0, when - self._open_since)
+        self._open_since = None
+
+    def finish(self, end: float | None) -> None:
+        self._close(end)
+
+    def first_in(self, first: int, last: int) -> int | None:
+        """The first denied call number within [first, last], if any."""
+        for lo, hi in self.ranges:
+            if hi >= first and lo <= last:
+                return max(lo, first)
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "first_denial": self.first,
+            "denied": self.denied,
+            "denied_by_kind": dict(self.kinds),
+            "calls_saved": self.denied,
+            "time_saved_s": round(self.time_saved, 3) if self.denied and self.timed else None,
+        }
+
+
+@dataclass
+class AgentRun:
+    """One agent's calls in one transcript: the unit every report has one row for."""
+
+    transcript: Transcript
+    agent: str
+    show_args: bool = False
+    keep_timeline: bool = False
+    calls: int = 0
+    failed: int = 0
+    first_time: float | None = None
+    last_time: float | None = None
+    counts: dict[bytes, int] = field(default_factory=dict)
+    names: dict[bytes, str] = field(default_factory=dict)
+    streak: tuple[int, int, bytes | None] = (0, 0, None)  # length, first call number, key
+    tracks: list[Denials] = field(default_factory=list)
+    timeline: list[tuple[int, float | None, int, str, int]] = field(default_factory=list)
+    timeline_cut: bool = False
+    _run: tuple[int, int, bytes | None] = (0, 0, None)
+
+    def add(self, call: Call, key: bytes, decisions: list[Decision]) -> None:
+        self.calls += 1
+        number = self.calls
+        if call.failed:
+            self.failed += 1
+        if call.time is not None:
+            if self.first_time is None:
+                self.first_time = call.time
+            self.last_time = call.time
+        seen = self.counts.get(key, 0) + 1
+        self.counts[key] = seen
+        if seen == 1:
+            self.names[key] = describe(call.tool, call.arguments, key, self.show_args)
+        length, begin, last = self._run
+        self._run = (length + 1, begin, key) if last == key else (1, number, key)
+        if self._run[0] > self.streak[0]:
+            self.streak = self._run
+        start = self.transcript.start
+        for track, decision in zip(self.tracks, decisions, strict=True):
+            track.add(number, call, decision, self.names[key], start)
+        if self.keep_timeline:
+            if len(self.timeline) < TIMELINE_LIMIT:
+                denied = 0 if not decisions or decisions[0].allowed else 1
+                self.timeline.append((number, call.time, seen, call.tool, denied))
+            else:
+                self.timeline_cut = True
+
+    def finish(self) -> None:
+        for track in self.tracks:
+            track.finish(self.transcript.end)
+
+    @property
+    def duration(self) -> float | None:
+        t = self.transcript
+        if t.duration is not None:
+            return t.duration
+        if self.first_time is not None and self.last_time is not None:
+            return self.last_time - self.first_time
+        return None
+
+    def worst(self) -> tuple[str, int] | None:
+        if not self.counts:
+            return None
+        key = max(self.counts, key=lambda k: self.counts[k])  # first-seen wins ties
+        return self.names[key], self.counts[key]
+
+    def loop(self, min_streak: int) -> tuple[int, int] | None:
+        """(first, last) call numbers of the longest back-to-back streak of one identical
+        call, if it is at least `min_streak` long: what calibrate counts as a loop."""
+        length, begin, _ = self.streak
+        if min_streak > 0 and length >= min_streak:
+            return begin, begin + length - 1
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        t = self.transcript
+        worst = self.worst()
+        length, begin, key = self.streak
+        row: dict[str, Any] = {
+            "run": t.label,
+            "agent": self.agent,
+            "format": t.format,
+            "source": t.source,
+            "line": t.line,
+            "duration_s": None if self.duration is None else round(self.duration, 3),
+            "calls": self.calls,
+            "distinct": len(self.counts),
+            "failed": self.failed,
+            "worst_repeat": None if worst is None else {"call": worst[0], "times": worst[1]},
+            "longest_streak": None
+            if key is None
+            else {"call": self.names[key], "length": length, "first_call": begin},
+        }
+        if t.meta:
+            row["meta"] = t.meta
+        return row
+
+
+def runs_of(
+    transcripts: Iterable[Transcript],
+    configs: list[Config],
+    stats_config: Config | None = None,
+    show_args: bool = False,
+    keep_timeline: bool = False,
+) -> Iterator[AgentRun]:
+    """Every agent of every transcript, with one `Denials` track per config in `configs`
+    (none: analyze only). Memory is bounded by one transcript's distinct calls."""
+    ignore = frozenset((stats_config or (configs[0] if configs else Config())).ignore_args)
+    for transcript in transcripts:
+        breakers = [CircuitBreaker(config) for config in configs]
+        agents: dict[str, AgentRun] = {}
+        try:
+            for call in transcript.calls():
+                run = agents.get(call.agent)
+                if run is None:
+                    run = agents[call.agent] = AgentRun(
+                        transcript,
+                        call.agent,
+                        show_args,
+                        keep_timeline,
+                        tracks=[Denials() for _ in configs],
+                    )
+                decisions = [b.check(call.agent, call.tool, call.arguments) for b in breakers]
+                run.add(call, stats_key(call, ignore), decisions)
+        finally:
+            for breaker in breakers:
+                breaker.close()
+        if not agents:  # a run without tool calls is still a run
+            agents[transcript.label] = AgentRun(
+                transcript,
+                transcript.label,
+                show_args,
+                keep_timeline,
+                tracks=[Denials() for _ in configs],
+            )
+        for run in agents.values():
+            run.finish()
+            yield run

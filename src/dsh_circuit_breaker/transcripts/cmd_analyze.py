@@ -1,0 +1,114 @@
+"""`dsh-circuit-breaker analyze PATH...`: per run and in total, what the agents did."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .analysis import AgentRun, runs_of
+from .model import Problems
+from .options import add_input_arguments, seconds, transcripts
+from .output import JsonReport, Table
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_input_arguments(parser)
+
+
+class Totals:
+    def __init__(self) -> None:
+        self.runs = 0
+        self.calls = 0
+        self.distinct = 0
+        self.failed = 0
+        self.duration = 0.0
+        self.timed_runs = 0
+        self.worst: dict[str, Any] | None = None
+        self.streak: dict[str, Any] | None = None
+
+    def add(self, run: AgentRun) -> None:
+        self.runs += 1
+        self.calls += run.calls
+        self.distinct += len(run.counts)
+        self.failed += run.failed
+        if run.duration is not None:
+            self.duration += run.duration
+            self.timed_runs += 1
+        worst = run.worst()
+        if worst and (self.worst is None or worst[1] > self.worst["times"]):
+            self.worst = {"run": run.transcript.label, "call": worst[0], "times": worst[1]}
+        length, _, key = run.streak
+        if key is not None and (self.streak is None or length > self.streak["length"]):
+            self.streak = {"run": run.transcript.label, "call": run.names[key], "length": length}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "calls": self.calls,
+            "distinct": self.distinct,
+            "failed": self.failed,
+            "duration_s": round(self.duration, 3) if self.timed_runs else None,
+            "runs_with_duration": self.timed_runs,
+            "worst_repeat": self.worst,
+            "longest_streak": self.streak,
+        }
+
+
+COLUMNS = [
+    ("RUN", 44, "<"),
+    ("TIME", 7, ">"),
+    ("CALLS", 6, ">"),
+    ("DIST", 6, ">"),
+    ("FAIL", 5, ">"),
+    ("STREAK", 6, ">"),
+    ("WORST REPEAT", 60, "<"),
+]
+
+
+def run(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    problems = Problems(stream=sys.stderr)
+    totals = Totals()
+    report = JsonReport(out, "analyze", {}) if args.json else None
+    table = None if report else Table(out, COLUMNS)
+    for agent_run in runs_of(transcripts(args, problems), [], show_args=args.show_args):
+        totals.add(agent_run)
+        if report is not None:
+            report.run(agent_run.to_json())
+        elif table is not None:
+            table.row(row_cells(agent_run))
+    if report is not None:
+        report.close({"total": totals.to_json(), "problems": problems.to_json()})
+    else:
+        t = totals.to_json()
+        print(
+            f"\n{t['runs']} runs, {t['calls']} tool calls "
+            f"({t['distinct']} distinct per run, summed), "
+            f"{t['failed']} failed, total time {seconds(t['duration_s'])}"
+        )
+        if totals.worst:
+            w = totals.worst
+            print(f"worst repeat: {w['times']}x {w['call']} in {w['run']}")
+        if totals.streak:
+            s = totals.streak
+            print(f"longest back-to-back run: {s['length']}x {s['call']} in {s['run']}")
+        if problems.count:
+            print(f"{problems.count} unreadable lines or files skipped (listed on stderr)")
+    return 0
+
+
+def row_cells(agent_run: AgentRun) -> list[str]:
+    label = agent_run.transcript.label
+    if agent_run.agent not in label and agent_run.agent != label and "/" in agent_run.agent:
+        label = f"{label} [{agent_run.agent.rsplit('/', 1)[-1]}]"  # a subagent of this session
+    worst = agent_run.worst()
+    return [
+        label,
+        seconds(agent_run.duration),
+        str(agent_run.calls),
+        str(len(agent_run.counts)),
+        str(agent_run.failed),
+        str(agent_run.streak[0]),
+        "-" if worst is None else f"{worst[1]}x {worst[0]}",
+    ]

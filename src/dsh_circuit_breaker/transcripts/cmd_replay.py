@@ -1,0 +1,217 @@
+"""`dsh-circuit-breaker replay PATH...`: every run through the real breaker, as if it had
+been installed: where it would first have denied a call, how many calls it would have
+denied, and the calls and time that would have saved."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+from typing import Any
+
+from ..config import Config
+from .analysis import AgentRun, runs_of
+from .html import RunPicture, page
+from .model import Problems
+from .options import (
+    add_config_arguments,
+    add_input_arguments,
+    config_or_exit,
+    config_summary,
+    iso,
+    seconds,
+    transcripts,
+)
+from .output import JsonReport, Table
+
+HTML_ROWS = 2000  # table rows on the page
+HTML_PICTURES = 120  # timelines on the page: runs with a denial first
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_input_arguments(parser)
+    add_config_arguments(parser)
+    parser.add_argument(
+        "--html", metavar="OUT", help="also write a self-contained HTML page with timelines"
+    )
+
+
+class ReplayTotals:
+    def __init__(self) -> None:
+        self.runs = 0
+        self.calls = 0
+        self.runs_with_denial = 0
+        self.denied = 0
+        self.kinds: Counter[str] = Counter()
+        self.time_saved = 0.0
+        self.timed = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.runs += 1
+        self.calls += row["calls"]
+        if row["first_denial"]:
+            self.runs_with_denial += 1
+        self.denied += row["denied"]
+        self.kinds.update(row["denied_by_kind"])
+        if row["time_saved_s"] is not None:
+            self.time_saved += row["time_saved_s"]
+            self.timed += 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "calls": self.calls,
+            "runs_with_denial": self.runs_with_denial,
+            "denied": self.denied,
+            "denied_by_kind": dict(self.kinds),
+            "calls_saved": self.denied,
+            "time_saved_s": round(self.time_saved, 3) if self.timed else None,
+        }
+
+
+def replay_row(run: AgentRun) -> dict[str, Any]:
+    row = run.to_json()
+    row.update(run.tracks[0].to_json())
+    first = row["first_denial"]
+    if first is not None:
+        first = dict(first)
+        first["time"] = iso(first["time"])
+        if first["offset_s"] is not None:
+            first["offset_s"] = round(first["offset_s"], 3)
+        row["first_denial"] = first
+    return row
+
+
+COLUMNS = [
+    ("RUN", 44, "<"),
+    ("CALLS", 6, ">"),
+    ("DENIED", 6, ">"),
+    ("SAVED", 7, ">"),
+    ("FIRST DENIAL", 70, "<"),
+]
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_or_exit(args)
+    if config is None:
+        return 2
+    out = sys.stdout
+    problems = Problems(stream=sys.stderr)
+    totals = ReplayTotals()
+    report = JsonReport(out, "replay", {"config": config.to_mapping()}) if args.json else None
+    table = None if report else Table(out, COLUMNS)
+    html = _HtmlCollector(config) if args.html else None
+    runs = runs_of(
+        transcripts(args, problems), [config], show_args=args.show_args, keep_timeline=bool(html)
+    )
+    for agent_run in runs:
+        row = replay_row(agent_run)
+        totals.add(row)
+        if html is not None:
+            html.add(agent_run, row)
+        if report is not None:
+            report.run(row)
+        elif table is not None:
+            table.row(_cells(row))
+    summary = totals.to_json()
+    if html is not None:
+        html.write(args.html, args.paths, summary, problems)
+    if report is not None:
+        report.close({"total": summary, "problems": problems.to_json()})
+    else:
+        print(
+            f"\n{summary['runs']} runs, {summary['calls']} tool calls. With "
+            f"{_config_text(config)}: {summary['runs_with_denial']} runs would have had a call "
+            f"denied; {summary['denied']} calls denied ({_kinds(summary['denied_by_kind'])}), "
+            f"saving {summary['calls_saved']} calls and {seconds(summary['time_saved_s'])}."
+        )
+        if problems.count:
+            print(f"{problems.count} unreadable lines or files skipped (listed on stderr)")
+        if args.html:
+            print(f"page written to {args.html}")
+    return 0
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    first = row["first_denial"]
+    text = "-"
+    if first:
+        when = f" at +{seconds(first['offset_s'])}" if first["offset_s"] is not None else ""
+        text = f"#{first['call']}{when} {first['kind']}: {first['which']}"
+    label = row["run"]
+    agent = str(row["agent"])
+    if "/" in agent and agent.rsplit("/", 1)[-1] not in label:
+        label = f"{label} [{agent.rsplit('/', 1)[-1]}]"
+    return [label, str(row["calls"]), str(row["denied"]), seconds(row["time_saved_s"]), text]
+
+
+def _kinds(kinds: dict[str, int]) -> str:
+    return ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none"
+
+
+def _config_text(config: Config) -> str:
+    return ", ".join(
+        f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+        for k, v in config_summary(config).items()
+    )
+
+
+class _HtmlCollector:
+    """Keeps what the page needs, bounded: a row per run (up to HTML_ROWS) and timelines
+    for up to HTML_PICTURES runs, runs with a denial first."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.rows: list[dict[str, Any]] = []
+        self.rows_left_out = 0
+        self.hits: list[RunPicture] = []
+        self.quiet: list[RunPicture] = []
+        self.pictures_left_out = 0
+
+    def add(self, run: AgentRun, row: dict[str, Any]) -> None:
+        if len(self.rows) < HTML_ROWS:
+            self.rows.append(row)
+        else:
+            self.rows_left_out += 1
+        hit = row["first_denial"] is not None
+        if hit and len(self.hits) < HTML_PICTURES:
+            self.hits.append(self._picture(run, row))
+            if len(self.hits) + len(self.quiet) > HTML_PICTURES:
+                self.quiet.pop()
+                self.pictures_left_out += 1
+        elif not hit and len(self.hits) + len(self.quiet) < HTML_PICTURES:
+            self.quiet.append(self._picture(run, row))
+        else:
+            self.pictures_left_out += 1
+
+    def _picture(self, run: AgentRun, row: dict[str, Any]) -> RunPicture:
+        tools: Counter[str] = Counter(p[3] for p in run.timeline)
+        first = run.tracks[0].first
+        return RunPicture(
+            label=run.transcript.label,
+            row=row,
+            points=run.timeline,
+            cut=run.timeline_cut,
+            start=run.transcript.start,
+            limit=self.config.duplicate_limit,
+            first_denial=None if first is None else first["call"],
+            tools=dict(tools),
+        )
+
+    def write(
+        self, path: str, inputs: list[str], totals: dict[str, Any], problems: Problems
+    ) -> None:
+        names = ", ".join(os.path.basename(os.path.normpath(p)) or p for p in inputs)
+        title = f"Circuit breaker replay: {names}"
+        text = page(
+            title,
+            config_summary(self.config),
+            totals,
+            self.rows,
+            self.rows_left_out,
+            self.hits + self.quiet,
+            self.pictures_left_out,
+        )
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)

@@ -1,0 +1,105 @@
+"""DeepSeek Harness session logs: `session*.jsonl` and zstd `session.v4.jsonl.zstd`.
+
+A header line (`{"type":"session","id":...,"createdAt":ms,"parentSession":...}`), then one
+event per line. A call is a `tool/call` event (`data.name`, `data.arguments` as a JSON
+string, `data.callId`); its outcome is the `tool/result` event whose tool-result part
+carries `toolCallId` and `isError`. One session file is one run of one agent; a subagent
+writes its own session file (header `origin: "subagent"`), so it is its own agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from ..common import Pending, parse_arguments, parse_time
+from ..model import Call, Problems, Transcript
+from ..sources import open_text
+
+NAME = "dsh"
+
+
+def is_header(obj: Any) -> bool:
+    return isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str)
+
+
+def read(path: str, problems: Problems) -> Iterator[Transcript]:
+    yield Transcript(
+        source=path, format=NAME, label=_label(path), _calls=lambda t: _calls(t, problems)
+    )
+
+
+def _label(path: str) -> str:
+    # session.v4.jsonl.zstd lives in a directory named after the session: show both.
+    name = os.path.basename(path)
+    if name.startswith("session.") or name == "session.jsonl":
+        return os.path.join(os.path.basename(os.path.dirname(path)) or ".", name)
+    return name
+
+
+def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
+    agent = t.source
+    pending = Pending()
+    with open_text(t.source) as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problems.report(t.source, number, f"not JSON ({exc.msg})")
+                continue
+            if not isinstance(event, dict):
+                problems.report(t.source, number, "not a JSON object")
+                continue
+            if number == 1 or event.get("type") == "session":
+                if is_header(event):
+                    agent = event["id"]
+                    t.label = f"{_label(t.source)} ({agent[:8]})"
+                    t.saw_time(parse_time(event.get("createdAt")))
+                    for key in ("parentSession", "origin", "delegationDepth"):
+                        if key in event:
+                            t.meta[key] = event[key]
+                    continue
+                if number == 1:
+                    problems.report(t.source, 1, "no DSH session header; agent named by file")
+            if event.get("type") == "event" and isinstance(event.get("event"), dict):
+                event = event["event"]  # the wrapped record form of the same event
+            when = parse_time(event.get("time"))
+            t.saw_time(when)
+            kind = event.get("type")
+            data = event.get("data")
+            if kind == "tool/call":
+                if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+                    problems.report(t.source, number, "tool/call without a tool name")
+                    continue
+                call_id = data.get("callId")
+                call = Call(
+                    agent=agent,
+                    tool=data["name"],
+                    arguments=parse_arguments(data.get("arguments")),
+                    time=when,
+                    call_id=call_id if isinstance(call_id, str) else None,
+                )
+                yield from pending.add(call)
+            elif kind == "tool/result" and isinstance(data, dict):
+                for call_id, failed in _outcomes(data):
+                    yield from pending.resolve(call_id, failed)
+    yield from pending.drain()
+
+
+def _outcomes(data: dict[str, Any]) -> Iterator[tuple[Any, bool]]:
+    message = data.get("message")
+    errored = "error" in data and data["error"] is not None
+    found = False
+    if isinstance(message, dict):
+        for part in message.get("content") or ():
+            if isinstance(part, dict) and part.get("type") == "tool-result":
+                found = True
+                yield part.get("toolCallId"), bool(part.get("isError")) or errored
+        if not found:
+            source = message.get("source")
+            if isinstance(source, dict):
+                yield source.get("callId"), errored

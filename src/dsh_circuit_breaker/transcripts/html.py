@@ -1,0 +1,265 @@
+"""The replay page: one self-contained HTML file (inline CSS and SVG, no scripts).
+
+Each run gets a timeline: calls left to right (by time where the transcript has
+timestamps, else by call number), each call drawn at the height of how many times that
+identical call has run so far in the run. Healthy work stays near the floor; a loop is a
+ramp climbing past the dashed limit line, and every call the breaker would have denied
+is a red cross.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+
+from .options import seconds
+
+PALETTE = (
+    "#4e79a7",
+    "#f28e2b",
+    "#59a14f",
+    "#b07aa1",
+    "#76b7b2",
+    "#edc948",
+    "#9c755f",
+    "#bab0ac",
+    "#ff9da7",
+    "#86bcb6",
+)
+DENIED = "#d62728"
+W, H = 920, 200
+LEFT, RIGHT, TOP, BOTTOM = 46, 14, 14, 34
+
+
+@dataclass
+class RunPicture:
+    label: str
+    row: dict[str, Any]
+    points: list[tuple[int, float | None, int, str, int]]
+    cut: bool
+    start: float | None
+    limit: int
+    first_denial: int | None
+    tools: dict[str, int] = field(default_factory=dict)
+
+
+def timeline_svg(pic: RunPicture) -> str:
+    points = pic.points
+    if not points:
+        return '<p class="empty">no tool calls</p>'
+    timed = pic.start is not None and all(p[1] is not None for p in points)
+    if timed:
+        assert pic.start is not None
+        xs = [float(p[1]) - pic.start for p in points]  # type: ignore[arg-type]
+        if max(xs) <= 0:
+            timed = False
+    if not timed:
+        xs = [float(p[0]) for p in points]
+    x0, x1 = min(xs), max(xs)
+    span = (x1 - x0) or 1.0
+    top = max(max(p[2] for p in points), pic.limit + 1)
+    plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
+
+    def sx(x: float) -> float:
+        return LEFT + (x - x0) / span * plot_w
+
+    def sy(y: float) -> float:
+        return TOP + plot_h - (y - 1) / max(top - 1, 1) * plot_h
+
+    order = {tool: i for i, tool in enumerate(sorted(pic.tools, key=lambda t: -pic.tools[t]))}
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+        f'role="img" aria-label="timeline of {escape(pic.label)}">',
+        f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" class="plot"/>',
+    ]
+    # Axes: y = copies of this identical call so far, x = time or call number.
+    bottom = TOP + plot_h
+    for value in _ticks(1, top):
+        y = sy(value)
+        out.append(_line(LEFT - 4, y, LEFT, y, "axis"))
+        out.append(_text(LEFT - 6, y + 3, str(value), "tick", "end"))
+    for value in _ticks(x0, x1, steps=TIME_STEPS if timed else COUNT_STEPS):
+        x = sx(value)
+        out.append(_line(x, bottom, x, bottom + 4, "axis"))
+        out.append(_text(x, bottom + 15, seconds(value) if timed else f"#{int(value)}", "tick"))
+    axis = "time since the run started" if timed else "call number"
+    out.append(_text(LEFT + plot_w / 2, H - 3, axis, "label"))
+    middle = TOP + plot_h / 2
+    out.append(
+        f'<text x="11" y="{middle}" class="label" text-anchor="middle" '
+        f'transform="rotate(-90 11 {middle})">times this call ran</text>'
+    )
+    if pic.limit < top:
+        y = sy(pic.limit)
+        out.append(_line(LEFT, y, LEFT + plot_w, y, "limit"))
+        out.append(_text(LEFT + plot_w - 2, y - 3, f"duplicateLimit {pic.limit}", "tick", "end"))
+    if pic.first_denial is not None:
+        for x, p in zip(xs, points, strict=True):
+            if p[0] == pic.first_denial:
+                out.append(_line(sx(x), TOP, sx(x), bottom, "first"))
+                out.append(
+                    _text(sx(x) + 3, TOP + 10, f"first denial: call #{p[0]}", "tick", "start")
+                )
+                break
+    titles = len(points) <= 3000
+    for x, (number, _, copies, tool, denied) in zip(xs, points, strict=True):
+        cx, cy = sx(x), sy(copies)
+        tip = ""
+        if titles:
+            verdict = " DENIED" if denied else ""
+            tip = f"<title>#{number} {escape(tool)} (run {copies}x){verdict}</title>"
+        if denied:
+            d = 3.2
+            cross = f"M{cx - d:.1f} {cy - d:.1f}L{cx + d:.1f} {cy + d:.1f}"
+            cross += f"M{cx - d:.1f} {cy + d:.1f}L{cx + d:.1f} {cy - d:.1f}"
+            out.append(f'<path d="{cross}" class="denied">{tip}</path>')
+        else:
+            color = PALETTE[order.get(tool, 0) % len(PALETTE)]
+            out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.6" fill="{color}">{tip}</circle>')
+    out.append("</svg>")
+    legend = []
+    for tool, i in sorted(order.items(), key=lambda kv: kv[1])[: len(PALETTE)]:
+        dot = f'<i style="background:{PALETTE[i % len(PALETTE)]}"></i>'
+        legend.append(f"<span>{dot}{escape(tool)} ({pic.tools[tool]})</span>")
+    if any(p[4] for p in points):
+        legend.append(f'<span><b style="color:{DENIED}">&#x2715;</b> denied</span>')
+    note = '<p class="note">timeline cut after its first calls</p>' if pic.cut else ""
+    return "".join(out) + f'<div class="legend">{"".join(legend)}</div>{note}'
+
+
+COUNT_STEPS = (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000, 20000, 50000)
+TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
+
+
+def _line(x1: float, y1: float, x2: float, y2: float, cls: str) -> str:
+    return f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" class="{cls}"/>'
+
+
+def _text(x: float, y: float, text: str, cls: str, anchor: str = "middle") -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" class="{cls}" text-anchor="{anchor}">{escape(text)}</text>'
+    )
+
+
+def _ticks(lo: float, hi: float, count: int = 6, steps: tuple[int, ...] = COUNT_STEPS) -> list[int]:
+    if hi <= lo:
+        return [int(lo)]
+    raw = (hi - lo) / count
+    step = 1
+    for base in steps:
+        step = base
+        if base >= raw:
+            break
+    first = int(lo // step * step)
+    if first < lo:
+        first += step
+    return list(range(first, int(hi) + 1, step)) or [int(lo)]
+
+
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:960px;
+color:#222}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:16px;margin:28px 0 4px}
+.sub{color:#666;margin:0 0 16px} table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{padding:3px 8px;border-bottom:1px solid #e4e4e4;text-align:right}
+th:first-child,td:first-child{text-align:left} tr.hit td{background:#fff3f2}
+.facts{color:#444;margin:2px 0 6px} .plot{fill:#fafafa;stroke:#ddd}
+.axis{stroke:#999} .tick{font-size:10px;fill:#666} .label{font-size:11px;fill:#444}
+.limit{stroke:#d62728;stroke-dasharray:5 4;opacity:.7} .first{stroke:#d62728;opacity:.5}
+.denied{stroke:#d62728;stroke-width:1.6;fill:none}
+.legend{font-size:12px;color:#444;margin:2px 0 0 46px} .legend span{margin-right:14px}
+.legend i{display:inline-block;width:9px;height:9px;border-radius:50%;margin-right:4px}
+details{margin-top:28px} summary{cursor:pointer;font-weight:600}
+.note,.empty{color:#888;font-size:12px} .cfg{font-family:ui-monospace,monospace;font-size:12px}
+"""
+
+
+def page(
+    title: str,
+    config: dict[str, Any],
+    totals: dict[str, Any],
+    rows: list[dict[str, Any]],
+    rows_left_out: int,
+    pictures: list[RunPicture],
+    pictures_left_out: int,
+) -> str:
+    cfg = ", ".join(f"{k}={_value(v)}" for k, v in config.items())
+    denied_runs = totals.get("runs_with_denial", 0)
+    head = (
+        f"<h1>{escape(title)}</h1>"
+        f'<p class="sub">{totals["runs"]} runs, {totals["calls"]} tool calls; '
+        f"{denied_runs} runs would have had a call denied, {totals['denied']} calls denied in all"
+        f'{_saved(totals.get("time_saved_s"))}.<br><span class="cfg">{escape(cfg)}</span></p>'
+    )
+    hits = [row for row in rows if row.get("first_denial")]
+    table = []
+    if hits:
+        table.append("<h2>Runs with a denial</h2>" + _table(hits))
+    sections = []
+    for pic in pictures:
+        row = pic.row
+        first = row.get("first_denial")
+        facts = f"{row['calls']} calls, {row['distinct']} distinct"
+        if row.get("duration_s") is not None:
+            facts += f", {seconds(row['duration_s'])}"
+        if first:
+            facts += (
+                f"; first denial at call #{first['call']} ({escape(first['kind'])}: "
+                f"{escape(first['which'])}), {row['denied']} calls denied"
+                f"{_saved(row.get('time_saved_s'))}"
+            )
+        else:
+            facts += "; nothing denied"
+        title = f"<h2>{escape(pic.label)}{_agent(row)}</h2>"
+        sections.append(f'{title}<p class="facts">{facts}</p>{timeline_svg(pic)}')
+    if pictures_left_out:
+        sections.append(f'<p class="note">{pictures_left_out} more runs without a picture.</p>')
+    more = (
+        f'<p class="note">{rows_left_out} more runs not listed (see --json).</p>'
+        if rows_left_out
+        else ""
+    )
+    sections.append(
+        f"<details><summary>All {len(rows)} runs</summary>{_table(rows)}{more}</details>"
+    )
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
+        f"{head}{''.join(table)}{''.join(sections)}</body></html>\n"
+    )
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    out = [
+        "<table><tr><th>run</th><th>calls</th><th>denied</th><th>first denial</th>"
+        "<th>kind</th><th>time saved</th></tr>"
+    ]
+    for row in rows:
+        first = row.get("first_denial")
+        cls = ' class="hit"' if first else ""
+        out.append(
+            f"<tr{cls}><td>{escape(row['run'])}{_agent(row)}</td><td>{row['calls']}</td>"
+            f"<td>{row['denied']}</td><td>{'#' + str(first['call']) if first else '-'}</td>"
+            f"<td>{escape(first['kind']) if first else '-'}</td>"
+            f"<td>{seconds(row.get('time_saved_s'))}</td></tr>"
+        )
+    out.append("</table>")
+    return "".join(out)
+
+
+def _agent(row: dict[str, Any]) -> str:
+    agent = str(row.get("agent", ""))
+    if "/" in agent and agent.rsplit("/", 1)[-1] not in row["run"]:
+        return f" <small>[{escape(agent.rsplit('/', 1)[-1])}]</small>"
+    return ""
+
+
+def _saved(value: float | None) -> str:
+    return "" if not value else f", saving {seconds(value)}"
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
