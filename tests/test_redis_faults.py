@@ -1,0 +1,292 @@
+"""Faults: Redis stopped and restarted mid-run, a listener that never answers, a slow
+link, nothing listening. A call is never held past `storeTimeout`; during an outage the
+breaker allows with a warning (or denies with failClosed); afterwards enforcement
+resumes on a consistent state."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require
+from dsh_circuit_breaker import CircuitBreaker, Config
+from support.redis_server import RedisServer, free_port, redis_available
+
+SLACK = 0.25  # scheduling noise allowed on top of a budget on a busy 2-core machine
+
+
+@pytest.fixture(autouse=True)
+def _need_redis() -> None:
+    require(redis_available(), "redis-server and the redis extra")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RedisServer]:
+    with RedisServer(tmp_path / "redis", persistent=True) as server:
+        yield server
+
+
+def _timed(breaker: CircuitBreaker, *call: Any) -> tuple[Any, float]:
+    start = time.monotonic()
+    decision = breaker.check(*call)
+    return decision, time.monotonic() - start
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["sigterm", "sigkill"])
+def test_outage_allows_with_warning_then_enforcement_resumes(
+    server: RedisServer, caplog: Any, crash: bool
+) -> None:
+    url = server.url + "?retry_after=0.2"
+    breaker = CircuitBreaker(Config(store_timeout=0.5), state=url)
+    call = ("agent-1", "bash", {"command": "make test"})
+    assert [breaker.check(*call).allowed for _ in range(3)] == [True] * 3
+
+    server.stop(kill=crash)
+    with caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"):
+        outage = [_timed(breaker, *call) for _ in range(8)]
+    assert all(decision.allowed for decision, _ in outage)  # fail open ...
+    assert max(elapsed for _, elapsed in outage) < 0.5 + SLACK  # ... within the budget
+    warnings = [r for r in caplog.records if "state store unavailable" in r.getMessage()]
+    assert len(warnings) == len(outage)  # ... and says so, every time
+
+    server.start()  # same port, same data directory
+    time.sleep(0.25)  # past retry_after: the store tries Redis again
+    # The 3 calls made before the outage still count; the 8 made during it do not
+    # (they were not recorded anywhere). So 3 more may run, then the loop is stopped.
+    after = [breaker.check(*call) for _ in range(4)]
+    assert [d.allowed for d in after] == [True, True, True, False]
+    assert (after[-1].kind, after[-1].count) == ("duplicate", 6)
+    states = dict(breaker.store.agents())
+    assert states["agent-1"].calls == 6 and len(states["agent-1"].window) == 6
+    breaker.close()
+
+
+def test_fail_closed_denies_during_outage(server: RedisServer) -> None:
+    url = server.url + "?retry_after=0.2"
+    breaker = CircuitBreaker(Config(store_timeout=0.5, fail_closed=True), state=url)
+    assert breaker.check("a", "t", {"i": 0}).allowed
+    server.stop()
+    denied = breaker.check("a", "t", {"i": 1})
+    assert (denied.allowed, denied.kind) == (False, "unavailable")
+    assert denied.message and "NOT run" in denied.message
+    server.start()
+    time.sleep(0.25)
+    assert breaker.check("a", "t", {"i": 2}).allowed
+    assert dict(breaker.store.agents())["a"].calls == 2
+    breaker.close()
+
+
+def test_stopped_mid_run_under_concurrent_load(server: RedisServer) -> None:
+    """Four workers race one agent towards its cap while Redis is killed and restarted.
+    Every decision taken while Redis answered is counted exactly once; the record is
+    never torn; and once Redis is back the cap holds exactly."""
+    cap = 120
+    url = server.url + "?retry_after=0.1"
+    config = Config(max_calls_per_agent=cap, window=cap, store_timeout=0.5)
+    enforced = [0] * 4
+    failed_open = [0] * 4
+    stop = threading.Event()
+
+    def worker(n: int) -> None:
+        breaker = CircuitBreaker(config, state=url)
+        store_errors: list[str] = []
+        handler = _Collect(store_errors)
+        i = 0
+        while not stop.is_set() and i < 400:
+            before = len(handler.records)
+            decision = breaker.check("shared", "t", {"w": n, "i": i})
+            i += 1
+            if len(handler.records) > before:
+                failed_open[n] += 1
+            elif decision.allowed:
+                enforced[n] += 1
+            time.sleep(0.002)
+        breaker.close()
+
+    handler_lock = threading.Lock()
+
+    class _Collect(logging.Handler):
+        """Per-thread warning counter (logging handlers are global: filter by thread)."""
+
+        def __init__(self, sink: list[str]) -> None:
+            super().__init__(logging.WARNING)
+            self.records = sink
+            self.thread = threading.get_ident()
+            with handler_lock:
+                logging.getLogger("dsh_circuit_breaker").addHandler(self)
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.thread == self.thread:
+                self.records.append(record.getMessage())
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.15)
+    server.stop(kill=True)
+    time.sleep(0.3)
+    server.start()
+    for t in threads:
+        t.join(timeout=60)
+    stop.set()
+    for handler in list(logging.getLogger("dsh_circuit_breaker").handlers):
+        if isinstance(handler, _Collect):
+            logging.getLogger("dsh_circuit_breaker").removeHandler(handler)
+
+    assert sum(failed_open) > 0  # the outage really happened mid-run
+    breaker = CircuitBreaker(config, state=url)
+    state = dict(breaker.store.agents())["shared"]
+    # Killed Redis can lose a reply after committing (the client then failed open), so
+    # the count may exceed the enforced allows by at most the failed-open calls...
+    assert sum(enforced) <= state.calls <= sum(enforced) + sum(failed_open)
+    # ... and the cap holds exactly: enforcement resumed on that consistent state.
+    assert state.calls == cap and len(state.window) == cap
+    assert breaker.check("shared", "t", {"w": 9}).kind == "cap"
+    breaker.close()
+
+
+@contextlib.contextmanager
+def _black_hole() -> Iterator[int]:
+    """A TCP listener on 127.0.0.1 that accepts connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.05)
+        while not done.is_set():
+            with contextlib.suppress(OSError):
+                held.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        done.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+@pytest.mark.parametrize("fail_closed", [False, True])
+def test_unresponsive_redis_never_hangs_a_call(fail_closed: bool, caplog: Any) -> None:
+    budget = 0.4
+    with _black_hole() as port:
+        # retry_after=0: every call really tries the silent server, and each must still
+        # come back within the budget.
+        url = f"redis://127.0.0.1:{port}/0?retry_after=0"
+        breaker = CircuitBreaker(Config(store_timeout=budget, fail_closed=fail_closed), state=url)
+        with caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"):
+            results = [_timed(breaker, "a", "t", {"i": i}) for i in range(3)]
+        breaker.close()
+    for decision, elapsed in results:
+        assert budget * 0.9 <= elapsed < budget + SLACK  # it waited, then gave up in time
+        assert decision.allowed is (not fail_closed)
+    assert caplog.text.count("did not answer within storeTimeout=0.4s") == 3
+
+
+def test_unresponsive_redis_costs_one_budget_per_retry_period() -> None:
+    with _black_hole() as port:
+        url = f"redis://127.0.0.1:{port}/0?retry_after=30"
+        breaker = CircuitBreaker(Config(store_timeout=0.3), state=url)
+        first = _timed(breaker, "a", "t", {})[1]
+        rest = [_timed(breaker, "a", "t", {"i": i})[1] for i in range(20)]
+        breaker.close()
+    assert first >= 0.27
+    assert max(rest) < 0.05  # no new attempt until retry_after has passed
+
+
+@contextlib.contextmanager
+def _slow_proxy(target_port: int, delay: float) -> Iterator[int]:
+    """Forwards to Redis on 127.0.0.1, holding every reply back by `delay` seconds: a
+    server that answers, but slowly (an overloaded Redis, a congested link)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.05)
+    done = threading.Event()
+    sockets: list[socket.socket] = []
+
+    def pump(src: socket.socket, dst: socket.socket, wait: float) -> None:
+        with contextlib.suppress(OSError):
+            while not done.is_set():
+                data = src.recv(65536)
+                if not data:
+                    break
+                if wait:
+                    time.sleep(wait)
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                client = listener.accept()[0]
+            except OSError:
+                continue
+            upstream = socket.create_connection(("127.0.0.1", target_port))
+            sockets.extend([client, upstream])
+            threading.Thread(target=pump, args=(client, upstream, 0.0), daemon=True).start()
+            threading.Thread(target=pump, args=(upstream, client, delay), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        done.set()
+        thread.join()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        listener.close()
+
+
+def test_slow_redis_within_budget_still_enforces(server: RedisServer) -> None:
+    # Two round trips per decision at 0.1 s each fit in a 1 s budget.
+    with _slow_proxy(server.port, 0.1) as port:
+        url = f"redis://127.0.0.1:{port}/0?retry_after=0"
+        breaker = CircuitBreaker(Config(duplicate_limit=2, window=2, store_timeout=1.0), state=url)
+        results = [_timed(breaker, "a", "t", {}) for _ in range(3)]
+        breaker.close()
+    assert [d.allowed for d, _ in results] == [True, True, False]
+    assert all(0.2 <= elapsed < 1.0 for _, elapsed in results)
+
+
+def test_slow_redis_past_budget_gives_up_in_time(server: RedisServer, caplog: Any) -> None:
+    # Each reply alone fits in the budget, but one decision needs two of them: the
+    # budget is for the whole call, not per socket read, so the call still ends in time.
+    budget = 0.5
+    with _slow_proxy(server.port, 0.3) as port:
+        url = f"redis://127.0.0.1:{port}/0?retry_after=0"
+        breaker = CircuitBreaker(Config(store_timeout=budget), state=url)
+        with caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"):
+            results = [_timed(breaker, "a", "t", {"i": i}) for i in range(3)]
+        breaker.close()
+    for decision, elapsed in results:
+        assert decision.allowed and elapsed < budget + SLACK
+    assert caplog.text.count("state store unavailable") == 3
+
+
+def test_nothing_listening_fails_open_fast(caplog: Any) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    breaker = CircuitBreaker(Config(store_timeout=2.0), state=url)
+    with caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"):
+        decision, elapsed = _timed(breaker, "a", "t", {})
+    breaker.close()
+    assert decision.allowed and elapsed < 0.5  # refused at once: no need to wait the budget
+    assert "state store unavailable" in caplog.text and "127.0.0.1" in caplog.text
