@@ -1,0 +1,1 @@
+"""Subcommands shared by several integrations (install, uninstall, doctor)."""

@@ -1,0 +1,429 @@
+"""`install dsh` / `uninstall dsh` / `doctor dsh`: put the plugin into a DSH profile, take it
+out again, and prove that it really loads there.
+
+The plugin goes into the profile's patch layer (`$DSH_HOME/profiles/<name>/cordis.patch.yml`)
+as one insert row, written between two marker comments so that it can be found again
+without a YAML library (the core stays dependency-free) and without touching any other
+row. A DSH plugin row that fails to import only logs a warning and the runtime boots
+without it, so `doctor` does not trust the file: it asks DSH for the effective config and
+boots the runtime with the profile's patch layers to see the plugin activate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import PLUGIN_ID, plugin_path, skill_path
+
+BEGIN = "# >>> dsh-circuit-breaker (managed by `dsh-circuit-breaker install dsh`; do not edit)"
+END = "# <<< dsh-circuit-breaker"
+SIDECAR = "dsh-circuit-breaker.json"  # the plugin reads the interpreter from here too
+SKILL_NAME = "circuit-breaker-supervision"
+DEFAULT_PROFILE = "sdk"
+
+
+class InstallError(Exception):
+    """A problem the user must fix; the message says what and where."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--profile",
+        default=DEFAULT_PROFILE,
+        help=f"DSH profile to change (default: {DEFAULT_PROFILE}, the Python SDK's profile)",
+    )
+    parser.add_argument(
+        "--dsh-home",
+        default=None,
+        metavar="DIR",
+        help="DSH home (default: $DSH_HOME, else ~/.dsh)",
+    )
+    parser.add_argument(
+        "--skill",
+        action="store_true",
+        help="also install (or uninstall) the supervision skill under $DSH_HOME/skills",
+    )
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="interpreter for the guard process (default: this one)",
+    )
+    parser.add_argument(
+        "--dsh",
+        default=None,
+        metavar="PATH",
+        help="dsh executable for doctor (default: `dsh` on PATH, else the Python SDK's runtime)",
+    )
+
+
+@dataclass(frozen=True)
+class Profile:
+    home: Path
+    name: str
+
+    @property
+    def dir(self) -> Path:
+        return self.home / "profiles" / self.name
+
+    @property
+    def patch_file(self) -> Path:
+        return self.dir / "cordis.patch.yml"
+
+    @property
+    def sidecar(self) -> Path:
+        return self.dir / SIDECAR
+
+    @property
+    def home_patch_file(self) -> Path:
+        return self.home / "cordis.patch.yml"
+
+    @property
+    def skill_file(self) -> Path:
+        return self.home / "skills" / SKILL_NAME / "SKILL.md"
+
+
+def profile_of(args: argparse.Namespace) -> Profile:
+    home = args.dsh_home or os.environ.get("DSH_HOME", "").strip() or "~/.dsh"
+    name = args.profile
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise InstallError(f"not a profile name: {name!r}")
+    return Profile(Path(home).expanduser().resolve(), name)
+
+
+# -- the managed block -------------------------------------------------------------------
+
+
+def managed_block(python: str) -> str:
+    # JSON strings are valid YAML scalars, so paths with any characters stay intact.
+    return "\n".join(
+        [
+            BEGIN,
+            "# Configure it in a later row (this profile file below this block, or",
+            "# $DSH_HOME/cordis.patch.yml):  - id: circuit-breaker",
+            "#                                 config: {duplicateLimit: 6}",
+            "- insert:",
+            f"    - id: {PLUGIN_ID}",
+            f"      name: {json.dumps(str(plugin_path()))}",
+            "      config:",
+            f"        python: {json.dumps(python)}",
+            END,
+            "",
+        ]
+    )
+
+
+def strip_block(text: str) -> str:
+    """`text` without our managed block (every copy of it, should there be several)."""
+    out: list[str] = []
+    inside = False
+    for line in text.splitlines(keepends=True):
+        stripped = line.rstrip("\r\n")
+        if not inside and stripped == BEGIN:
+            inside = True
+        elif inside:
+            if stripped == END:
+                inside = False
+        else:
+            out.append(line)
+    if inside:
+        raise InstallError(f"found {BEGIN!r} without its closing {END!r}; fix the file by hand")
+    return "".join(out)
+
+
+def _is_content(line: str) -> bool:
+    stripped = line.strip()
+    return bool(stripped) and not stripped.startswith("#") and stripped != "---"
+
+
+def with_block(text: str, block: str, where: Path) -> str:
+    """Put our block before the first row, so that override rows anywhere after it in the
+    same file still find the entry it inserts."""
+    lines = strip_block(text).splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    content = [i for i, line in enumerate(lines) if _is_content(line)]
+    if not content:
+        return "".join(lines) + block
+    first = lines[content[0]]
+    if len(content) == 1 and first.strip() == "[]":
+        # DSH's own initial file: an empty flow list. Our block list replaces it.
+        return "".join(lines[: content[0]]) + block + "".join(lines[content[0] + 1 :])
+    if first.startswith("- ") or first.rstrip("\r\n") == "-":
+        return "".join(lines[: content[0]]) + block + "".join(lines[content[0] :])
+    raise InstallError(
+        f"{where} is not a YAML block list (rows starting with '- '), so it cannot be edited "
+        f"safely without a YAML parser. Add this row at its top by hand:\n{block}"
+    )
+
+
+def without_block(text: str) -> str:
+    rest = strip_block(text)
+    if not any(_is_content(line) for line in rest.splitlines()):
+        # Leave a valid, empty patch list behind, as DSH itself writes it.
+        if rest and not rest.endswith("\n"):
+            rest += "\n"
+        rest += "[]\n"
+    return rest
+
+
+def _write(path: Path, old: str | None, new: str) -> Path | None:
+    """Write `new` atomically; back up `old` first. Returns the backup path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    backup = None
+    if old is not None:
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        backup = path.with_name(f"{path.name}.bak-{stamp}")
+        n = 1
+        while backup.exists():
+            n += 1
+            backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
+        shutil.copy2(path, backup)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+            out.write(new)
+        if old is not None:
+            shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return backup
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+# -- install / uninstall -------------------------------------------------------------------
+
+
+def install(args: argparse.Namespace) -> int:
+    try:
+        profile = profile_of(args)
+        python = str(Path(args.python).absolute())
+        old = _read(profile.patch_file)
+        new = with_block(old or "", managed_block(python), profile.patch_file)
+        if new == old:
+            print(f"already installed in {profile.patch_file}")
+        else:
+            backup = _write(profile.patch_file, old, new)
+            print(f"installed: {profile.patch_file}" + (f" (backup: {backup})" if backup else ""))
+        sidecar = json.dumps({"python": python, "plugin": str(plugin_path())}, indent=2) + "\n"
+        if _read(profile.sidecar) != sidecar:
+            _write(profile.sidecar, None, sidecar)
+        if args.skill:
+            profile.skill_file.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(skill_path(), profile.skill_file)
+            print(f"skill: {profile.skill_file}")
+    except (InstallError, OSError) as exc:
+        print(f"dsh-circuit-breaker install dsh: {exc}", file=sys.stderr)
+        return 1
+    print(f"check it loads: dsh-circuit-breaker doctor dsh --profile {profile.name}")
+    return 0
+
+
+def uninstall(args: argparse.Namespace) -> int:
+    try:
+        profile = profile_of(args)
+        old = _read(profile.patch_file)
+        if old is None or strip_block(old) == old:
+            print(f"not installed in {profile.patch_file}")
+        else:
+            backup = _write(profile.patch_file, old, without_block(old))
+            print(f"removed from {profile.patch_file} (backup: {backup})")
+        with contextlib.suppress(FileNotFoundError):
+            profile.sidecar.unlink()
+        if args.skill and profile.skill_file.exists():
+            profile.skill_file.unlink()
+            with contextlib.suppress(OSError):
+                profile.skill_file.parent.rmdir()
+            print(f"removed skill {profile.skill_file}")
+    except (InstallError, OSError) as exc:
+        print(f"dsh-circuit-breaker uninstall dsh: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# -- doctor ------------------------------------------------------------------------------
+
+
+def dsh_command(explicit: str | None) -> list[str]:
+    if explicit:
+        return [explicit]
+    found = shutil.which("dsh")
+    if found:
+        return [found]
+    try:
+        from deepseek_harness_runtime import (  # type: ignore[import-not-found,import-untyped,unused-ignore]
+            resolve_bundled_launch_args,
+        )
+    except ImportError:
+        raise InstallError(
+            "no dsh executable: pass --dsh PATH, put dsh on PATH, or install "
+            "deepseek-harness-sdk (pip install 'dsh-circuit-breaker[dsh-test]')"
+        ) from None
+    return [str(a) for a in resolve_bundled_launch_args()]
+
+
+def find_entries(dump: str) -> list[dict[str, str]]:
+    """Our entries in `dsh --dump-config` output: rows whose id is ours or whose name is
+    our plugin file. Only the scalar fields are read (id, name, disabled)."""
+    ours = plugin_path().as_uri()
+    entries: list[dict[str, str]] = []
+    current: dict[str, str] | None = None
+    for line in dump.splitlines():
+        if line.startswith("- "):
+            current = {}
+            entries.append(current)
+            line = "  " + line[2:]
+        elif not line.startswith("  "):
+            current = None
+            continue
+        if current is None or line.startswith("   "):
+            continue  # nested config, or outside any entry
+        key, _, value = line.strip().partition(":")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        current[key] = value
+    return [
+        e
+        for e in entries
+        if e.get("id") == PLUGIN_ID or e.get("name") in (ours, str(plugin_path()))
+    ]
+
+
+def _file_of(name: str) -> Path | None:
+    if name.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        return Path(unquote(urlparse(name).path))
+    return Path(name) if os.path.isabs(name) else None
+
+
+def boot_check(
+    command: list[str], profile: Profile, timeout: float = 60.0
+) -> tuple[dict[str, Any] | None, str]:
+    """Boot DSH's SDK app with this profile's and the home's patch layers (in DSH's order)
+    in a scratch home, and wait for the plugin's ready marker. Returns (marker, stderr)."""
+    with tempfile.TemporaryDirectory(prefix="dsh-cb-doctor-") as scratch:
+        home = Path(scratch) / "home"
+        (home / "profiles" / "sdk").mkdir(parents=True)
+        if profile.sidecar.exists():
+            shutil.copyfile(profile.sidecar, home / "profiles" / "sdk" / SIDECAR)
+        marker = Path(scratch) / "ready.jsonl"
+        patches: list[str] = []
+        for layer in (profile.patch_file, profile.home_patch_file):
+            if layer.exists():
+                patches += ["--patch", str(layer)]
+        env = dict(os.environ)
+        env.update(
+            DSH_HOME=str(home),
+            DSH_TELEMETRY_DISABLED="1",
+            DSH_CIRCUIT_BREAKER_READY_FILE=str(marker),
+        )
+        proc = subprocess.Popen(
+            [*command, "--profile", "sdk", *patches],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=scratch,
+        )
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            request = {
+                "jsonrpc": "2.0",
+                "id": "doctor",
+                "method": "initialize",
+                "params": {"cwd": scratch, "provider": "deepseek-official", "model": "doctor"},
+            }
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+            proc.stdin.flush()
+            deadline = time.monotonic() + timeout
+            record = None
+            while time.monotonic() < deadline and proc.poll() is None:
+                text = _read(marker)
+                if text:
+                    record = json.loads(text.splitlines()[0])
+                    break
+                time.sleep(0.05)
+        finally:
+            with contextlib.suppress(OSError):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        return record, stderr
+
+
+def doctor(args: argparse.Namespace) -> int:
+    failures = 0
+
+    def report(ok: bool, text: str) -> None:
+        nonlocal failures
+        failures += 0 if ok else 1
+        print(("ok    " if ok else "FAIL  ") + text)
+
+    try:
+        profile = profile_of(args)
+        text = _read(profile.patch_file) or ""
+        managed = strip_block(text) != text
+        report(
+            managed or PLUGIN_ID in text,
+            f"row in {profile.patch_file}" + ("" if managed else " (not installed by us)"),
+        )
+        command = dsh_command(args.dsh)
+        env = dict(os.environ, DSH_HOME=str(profile.home), DSH_TELEMETRY_DISABLED="1")
+        dump = subprocess.run(
+            [*command, "--profile", profile.name, "--dump-config"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        if dump.returncode != 0:
+            report(False, f"dsh --profile {profile.name} --dump-config failed:\n{dump.stderr}")
+            return 1
+        entries = find_entries(dump.stdout)
+        report(len(entries) == 1, f"effective config has {len(entries)} circuit-breaker entry")
+        for entry in entries:
+            disabled = entry.get("disabled", "false")
+            report(disabled in ("", "false", "null"), f"entry enabled (disabled: {disabled})")
+            file = _file_of(entry.get("name", ""))
+            report(file is not None and file.is_file(), f"plugin file exists: {entry.get('name')}")
+        record, stderr = boot_check(command, profile)
+        if record is None:
+            report(False, "the plugin did not activate when DSH booted with this profile's layers")
+            if stderr.strip():
+                print(stderr.strip())
+        else:
+            report(
+                bool(record.get("ok")),
+                f"plugin activated; guard pid {record.get('pid')} ({record.get('python')})",
+            )
+            if record.get("config"):
+                print("      effective breaker config: " + json.dumps(record["config"]))
+    except (InstallError, OSError, subprocess.SubprocessError, ValueError) as exc:
+        report(False, str(exc))
+    return 1 if failures else 0
