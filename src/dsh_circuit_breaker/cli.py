@@ -14,6 +14,9 @@ from ._version import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("dsh_circuit_breaker.demo", "replay the cbprobe4 probe through the breaker"),
     "serve": ("dsh_circuit_breaker.dsh.serve", "guard process for harness plugins (JSON lines)"),
+    "install": ("dsh_circuit_breaker.commands.install", "put the breaker into a harness"),
+    "uninstall": ("dsh_circuit_breaker.commands.uninstall", "take the breaker out of a harness"),
+    "doctor": ("dsh_circuit_breaker.commands.doctor", "prove the breaker loads in a harness"),
     "analyze": (
         "dsh_circuit_breaker.transcripts.cmd_analyze",
         "tabulate tool calls in transcripts",
