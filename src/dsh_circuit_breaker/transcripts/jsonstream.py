@@ -14,12 +14,20 @@ from typing import Any, TextIO
 
 _WHITESPACE = " \t\n\r"
 _decoder = json.JSONDecoder()
+_NUMBER = frozenset("0123456789.eE+-")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class JsonStreamError(ValueError):
-    def __init__(self, message: str, line: int) -> None:
-        super().__init__(message)
+    """Invalid JSON at `line` (1-based) and `offset` (characters from the start)."""
+
+    def __init__(self, message: str, line: int, offset: int) -> None:
+        super().__init__(f"{message} at character {offset}")
         self.line = line
+        self.offset = offset
 
 
 class JsonStream:
@@ -34,6 +42,7 @@ class JsonStream:
         self._eof = False
         self._line = 1  # line number of self._pos
         self._counted = 0  # self._line counts newlines in self._buf[:self._counted]
+        self._dropped = 0  # characters already dropped from the front of the buffer
 
     @property
     def line(self) -> int:
@@ -51,6 +60,7 @@ class JsonStream:
         self._sync_line()
         if self._pos > self._chunk:  # drop what was consumed so the buffer stays small
             self._buf = self._buf[self._pos :]
+            self._dropped += self._pos
             self._counted -= self._pos
             self._pos = 0
         data = self._stream.read(max(self._chunk, at_least))
@@ -79,7 +89,7 @@ class JsonStream:
         self._pos += 1
 
     def error(self, message: str) -> JsonStreamError:
-        return JsonStreamError(message, self.line)
+        return JsonStreamError(message, self.line, self._dropped + self._pos)
 
     def value(self) -> Any:
         """Decode the next value whole."""
@@ -92,16 +102,21 @@ class JsonStream:
             except json.JSONDecodeError as exc:
                 if self._eof or len(self._buf) - self._pos > self._max_value:
                     line = self.line + self._buf.count("\n", self._pos, exc.pos)
-                    raise JsonStreamError(exc.msg, line) from None
+                    raise JsonStreamError(exc.msg, line, self._dropped + exc.pos) from None
                 # Probably cut by the chunk boundary: read more, twice as much each time,
                 # so a large member costs O(size) in total and not O(size^2).
                 self._more(want)
                 want *= 2
                 continue
-            if end == len(self._buf) and not self._eof and self._more(want):
-                continue  # a number at the boundary ("12" of "123") may not be whole yet
+            if not self._eof and _number(value) and self._cut_number(end) and self._more(want):
+                continue  # a number at the boundary ("12" of "123", "0" of "0.5") may go on
             self._pos = end
             return value
+
+    def _cut_number(self, end: int) -> bool:
+        """Whether only number characters follow `end` up to the end of the buffer."""
+        buf = self._buf
+        return all(char in _NUMBER for char in buf[end : end + 64]) and len(buf) - end <= 64
 
     def skip(self) -> None:
         self.value()

@@ -1,0 +1,236 @@
+"""The analyze, replay and calibrate commands, run as a user would."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_circuit_breaker.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "corpus"
+DSH_FIXTURES = CORPUS / "deepseek-harness-fixtures"
+TAU2 = CORPUS / "tau2-bench" / "gpt-oss-120b_langchain_agent_airline.json"
+
+needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is not here")
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0, err
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def repeated_dsh_session(tmp_path: Path, repeats: int) -> Path:
+    """The real bash-tool-turn fixture with its one tool/call line repeated: a derived
+    file standing for an agent that re-runs one command with nothing in between."""
+    lines = (DSH_FIXTURES / "bash-tool-turn.session.jsonl").read_text().splitlines()
+    out = []
+    for line in lines:
+        if '"type":"tool/call"' in line:
+            out.extend([line] * repeats)
+        else:
+            out.append(line)
+    path = tmp_path / "session-repeat.jsonl"
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+@needs_corpus
+def test_analyze_table_and_totals(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "analyze", str(DSH_FIXTURES))
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].split()[:6] == ["RUN", "TIME", "CALLS", "DIST", "FAIL", "STREAK"]
+    assert len([line for line in lines if re.match(r"^[a-z-]+\.session\.jsonl ", line)]) == 3
+    assert "3 runs, 6 tool calls" in out
+    assert "2 failed" in out
+
+
+@needs_corpus
+def test_analyze_json_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(capsys, "analyze", str(TAU2))
+    total = report["total"]
+    assert total["runs"] == 50
+    assert total["calls"] == 847
+    assert total["longest_streak"]["length"] == 100
+    assert total["worst_repeat"]["times"] == 100
+    loop = next(r for r in report["runs"] if r["meta"]["task_id"] == "10")
+    assert loop["longest_streak"]["length"] == 94
+    assert loop["longest_streak"]["first_call"] == 9
+    assert loop["worst_repeat"]["call"].startswith("transfer_to_human_agents(summary) #")
+    assert loop["duration_s"] > 60
+
+
+@needs_corpus
+def test_replay_uses_the_engine_decisions(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = repeated_dsh_session(tmp_path, 10)
+    [row] = run_json(capsys, "replay", str(path))["runs"]
+    assert row["calls"] == 10
+    assert row["first_denial"]["call"] == 7  # duplicateLimit 6: the 7th identical call
+    assert row["first_denial"]["count"] == 6
+    assert row["denied"] == 4
+    [row] = run_json(capsys, "replay", str(path), "--set", "duplicateLimit=3")["runs"]
+    assert (row["first_denial"]["call"], row["denied"]) == (4, 7)
+    # an exempt tool is invisible to the breaker
+    [row] = run_json(capsys, "replay", str(path), "--set", 'exempt=["bash"]')["runs"]
+    assert row["denied"] == 0
+    # the cap
+    [row] = run_json(
+        capsys, "replay", str(path), "--set", "maxCallsPerAgent=2", "--set", "duplicateLimit=20"
+    )["runs"]
+    assert row["first_denial"]["kind"] == "cap"
+    assert row["denied"] == 8
+
+
+def test_subagents_are_judged_as_their_own_agents(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Claude Code entries: the main agent and one subagent each run `ls` 4 times. Merged
+    # they would be 8 identical calls and trip the breaker; as two agents they do not.
+    def entry(i: int, sidechain: bool) -> str:
+        block = {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}
+        body: dict[str, Any] = {"type": "assistant", "sessionId": "s", "uuid": f"u{i}"}
+        if sidechain:
+            body.update(isSidechain=True, agentId="sub1")
+        body["message"] = {"role": "assistant", "content": [block]}
+        return json.dumps(body)
+
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(entry(i, i % 2 == 1) for i in range(8)) + "\n")
+    report = run_json(capsys, "replay", str(path))
+    assert sorted((r["agent"], r["calls"], r["denied"]) for r in report["runs"]) == [
+        ("s", 4, 0),
+        ("s/agent-sub1", 4, 0),
+    ]
+
+
+@needs_corpus
+def test_replay_html_is_self_contained_and_marks_denials(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_file = tmp_path / "replay.html"
+    code, out, err = run(capsys, "replay", str(TAU2), "--html", str(out_file))
+    assert code == 0, err
+    page = out_file.read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<script" not in page.lower()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # nothing fetched
+    assert page.count("<svg") >= 7  # a timeline per run, the 7 denied runs first
+    assert page.count('class="denied"') == 467  # one cross per denied call
+    assert "first denial: call #15" in page  # task 10's loop
+    assert f"page written to {out_file}" in out
+
+
+@needs_corpus
+def test_reports_carry_no_argument_content_unless_asked(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    secret = "liam_khan_2521"  # a user id inside task 10's call arguments
+    assert secret in TAU2.read_text()
+    page = tmp_path / "p.html"
+    code, out, _ = run(capsys, "replay", str(TAU2), "--json", "--html", str(page))
+    assert code == 0
+    assert secret not in out and secret not in page.read_text()
+    code, out, _ = run(capsys, "analyze", str(TAU2), "--show-args", "--json")
+    assert code == 0 and secret in out
+
+
+@needs_corpus
+def test_config_file_and_bad_overrides(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = repeated_dsh_session(tmp_path, 10)
+    config = tmp_path / "breaker.json"
+    config.write_text(json.dumps({"duplicateLimit": 2, "window": 50}))
+    report = run_json(capsys, "replay", str(path), "--config", str(config))
+    assert report["config"]["duplicateLimit"] == 2
+    assert report["runs"][0]["first_denial"]["call"] == 3
+    # --set wins over the file
+    report = run_json(
+        capsys, "replay", str(path), "--config", str(config), "--set", "duplicateLimit=5"
+    )
+    assert report["runs"][0]["first_denial"]["call"] == 6
+
+    code, out, err = run(capsys, "replay", str(path), "--set", "duplicateLimits=3")
+    assert code == 2 and out == ""
+    assert "duplicateLimits" in err
+    code, _, err = run(capsys, "replay", str(path), "--set", "window=2")
+    assert code == 2 and "window" in err
+    code, _, err = run(capsys, "replay", str(path), "--config", str(tmp_path / "missing.json"))
+    assert code == 2 and "missing.json" in err
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("dsh_circuit_breaker.config_file") is None,
+    reason="the shared config loader (config_file.py) is not in this tree",
+)
+@needs_corpus
+def test_config_file_in_toml_through_the_shared_loader(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = repeated_dsh_session(tmp_path, 10)
+    config = tmp_path / "breaker.toml"
+    config.write_text("duplicateLimit = 4\n")
+    report = run_json(capsys, "replay", str(path), "--config", str(config))
+    assert report["runs"][0]["first_denial"]["call"] == 5
+
+
+@needs_corpus
+def test_bad_files_are_skipped_and_reported_on_stderr(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    good = repeated_dsh_session(tmp_path, 3)
+    (tmp_path / "broken.json").write_text('{"simulations": [{"messages": [}]}')
+    (tmp_path / "session-bad.jsonl").write_text('{"type":"session","id":"x"}\n{oops\n')
+    code, out, err = run(capsys, "replay", str(tmp_path))
+    assert code == 0
+    assert f"{tmp_path / 'session-bad.jsonl'}:2: not JSON" in err
+    assert str(tmp_path / "broken.json") in err
+    assert "2 unreadable lines or files skipped" in out
+    assert good.name in out
+
+
+@needs_corpus
+def test_calibrate_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "calibrate", str(TAU2), "--limits", "4,6", "--windows", "200")
+    assert code == 0, err
+    rows = [
+        line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+(true|false)", line)
+    ]
+    # current config, then limit 4 (limit 6 / window 200 / reset true is the current one)
+    # and limits 4 and 6 with resetOnNewCall false
+    assert [r[:3] for r in rows] == [
+        ["6", "200", "true"],
+        ["4", "200", "true"],
+        ["4", "200", "false"],
+        ["6", "200", "false"],
+    ]
+    assert rows[0][5] == "7/7"  # loops stopped
+
+
+def test_console_script_runs_the_command(tmp_path: Path) -> None:
+    (tmp_path / "empty.json").write_text("[]")
+    result = subprocess.run(
+        [sys.executable, "-m", "dsh_circuit_breaker.cli", "analyze", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["total"]["runs"] == 0
