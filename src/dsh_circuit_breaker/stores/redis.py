@@ -189,15 +189,16 @@ class RedisStore:
         return self._prefix + agent.encode("utf-8", "surrogateescape")
 
     def _with_connection(self, run: Callable[[AbstractConnection, float, bool], T]) -> T:
-        deadline = time.monotonic() + self._budget
         now = time.monotonic()
+        deadline = now + self._budget
         if now < self._down_until:
             raise StoreUnavailable(
                 f"{self._where} unavailable ({self._down_reason}); "
                 f"next attempt in {self._down_until - now:.1f}s"
             )
-        conn, fresh = self._acquire(deadline)
+        conn: AbstractConnection | None = None
         try:
+            conn, fresh = self._acquire(deadline)
             result = run(conn, deadline, fresh)
         except _Deadline:
             _drop(conn)  # replies may still be in flight: this connection is out of step
@@ -217,6 +218,8 @@ class RedisStore:
         return result
 
     def _acquire(self, deadline: float) -> tuple[AbstractConnection, bool]:
+        """An idle connection, or a new one connected within the deadline (`True`: new,
+        so the first round trip must authenticate and select the database)."""
         with self._lock:
             if os.getpid() != self._pid:
                 # A forked child must not use (or close: that would shut the parent's
@@ -232,10 +235,9 @@ class RedisStore:
         conn.socket_timeout = left
         try:
             conn.connect()  # type: ignore[no-untyped-call]
-        except (RedisError, OSError) as exc:
+        except BaseException:
             _drop(conn)
-            self._mark_down(str(exc) or type(exc).__name__)
-            raise StoreUnavailable(f"{self._where}: {exc}") from exc
+            raise
         return conn, True
 
     def _round_trip(
@@ -280,7 +282,9 @@ def _left(deadline: float) -> float:
     return left
 
 
-def _drop(conn: AbstractConnection) -> None:
+def _drop(conn: AbstractConnection | None) -> None:
+    if conn is None:
+        return
     # A broken socket may fail to close; it is gone either way.
     with contextlib.suppress(Exception):
         conn.disconnect()  # type: ignore[no-untyped-call]
