@@ -417,10 +417,13 @@ def doctor(args: argparse.Namespace) -> int:
             report(False, "the plugin did not activate when DSH booted with this profile's layers")
             if stderr.strip():
                 print(stderr.strip())
+        elif not record.get("ok"):
+            report(False, f"the plugin loaded but its guard did not start: {record.get('error')}")
+            if stderr.strip():
+                print(stderr.strip())
         else:
             report(
-                bool(record.get("ok")),
-                f"plugin activated; guard pid {record.get('pid')} ({record.get('python')})",
+                True, f"plugin activated; guard pid {record.get('pid')} ({record.get('python')})"
             )
             if record.get("config"):
                 print("      effective breaker config: " + json.dumps(record["config"]))

@@ -54,7 +54,6 @@ export async function apply(ctx, config) {
     guard.stop();
     throw new ConfigFailure(`dsh-circuit-breaker: ${started.configError}`);
   }
-  readyMarker({ python, pid: guard.child?.pid ?? null, ok: started.ok, config: started.config });
 
   const agents = new AgentKeys((message) => guard.notify(message));
   // A denial is final: remember which executions we denied, and deny them again in the
@@ -231,14 +230,27 @@ class Guard {
     child.on('error', (error) => this.lost(child, `guard process error: ${error.message}`));
     child.on('exit', (code, signal) => this.lost(child, `guard process exited (${signal ?? `code ${code}`})`));
 
+    const start = this.starts;
     const hello = this.request(this.hello, this.startTimeoutMs).then((reply) => {
+      let result;
       if (reply === undefined) {
         const why = `guard did not start within ${this.startTimeoutMs} ms`;
         this.trouble(why, child); // a no-op when its exit was already reported
-        return { ok: false, failure: why };
+        result = { ok: false, failure: why };
+      } else if (reply.ok === true) {
+        result = { ok: true, config: reply.config };
+      } else {
+        result = { ok: false, configError: String(reply.error ?? 'the guard rejected its config') };
       }
-      if (reply.ok === true) return { ok: true, config: reply.config };
-      return { ok: false, configError: String(reply.error ?? 'the guard rejected its config') };
+      readyMarker({
+        start,
+        ok: result.ok,
+        pid: child.pid ?? null,
+        python: this.python,
+        config: result.config,
+        error: result.configError ?? result.failure,
+      });
+      return result;
     });
     this.ready = hello;
     return hello;
@@ -246,10 +258,12 @@ class Guard {
 
   stop() {
     this.stopped = true;
-    this.kill();
+    this.kill('SIGTERM'); // it also exits by itself when its stdin closes
   }
 
-  kill() {
+  // Let go of the running guard. A guard that failed is killed outright: one that is
+  // hung (or stopped) would not act on a polite signal.
+  kill(signal = 'SIGKILL') {
     const child = this.child;
     this.child = null;
     this.ready = null;
@@ -258,7 +272,7 @@ class Guard {
     if (child !== null) {
       try {
         child.stdin.end();
-        child.kill();
+        child.kill(signal);
       } catch {
         // already gone
       }

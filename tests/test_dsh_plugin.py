@@ -1,0 +1,230 @@
+"""End to end: the plugin inside the real DeepSeek Harness runtime, driven by the fake model.
+
+The runtime, its patch layers, its bash tool, the plugin and the guard process are all
+real; only the model is scripted (tests/support/fake_anthropic.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import require
+from support.dsh_runtime import (
+    DshSession,
+    dsh_runtime_available,
+    insert_row,
+    override_row,
+    python,
+    wait_gone,
+)
+from support.fake_anthropic import tool_use
+
+from dsh_circuit_breaker.dsh import install as dsh_install
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> DshSession:
+    require(dsh_runtime_available(), "the DeepSeek Harness runtime (deepseek-harness-sdk)")
+    return DshSession(tmp_path)
+
+
+def probe(step: int, side: Path) -> dict[str, Any]:
+    """The original plugin's probe call; `description` changes every time, the command
+    does not (and leaves a line in `side` each time it really runs)."""
+    return tool_use(
+        "bash", {"command": f"echo cbprobe4 >> {side}", "description": f"Run probe step {step}"}
+    )
+
+
+def denial(count: int, limit: int) -> str:
+    return "Error: " + render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", count, limit)
+
+
+def ran(side: Path) -> int:
+    return len(side.read_text().splitlines()) if side.exists() else 0
+
+
+def incidents(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_probe_ten_identical_calls_six_run_four_denied(session: DshSession) -> None:
+    side = session.work / "side.txt"
+    log = session.root / "incidents.jsonl"
+    session.add_patch("breaker.yml", insert_row({"python": python(), "incidentLog": str(log)}))
+    run = session.run([probe(i, side) for i in range(1, 11)])
+
+    assert run.result.final_response == "All done."
+    assert ran(side) == 6
+    results = run.model.tool_results()
+    assert len(results) == 10
+    assert [r.is_error for r in results] == [False] * 6 + [True] * 4
+    for result in results[6:]:
+        assert result.text == denial(6, 6)
+    lines = incidents(log)
+    assert len(lines) == 1
+    assert lines[0]["kind"] == "duplicate" and lines[0]["tool"] == "bash"
+    assert lines[0]["agent"] == run.result.session_id
+    assert (lines[0]["count"], lines[0]["limit"]) == (6, 6)
+    assert "cbprobe4" not in log.read_text()  # no argument content on disk
+    assert [s["ok"] for s in run.starts()] == [True]
+    assert run.warnings() == []
+
+
+def test_override_row_in_later_layer_configures_installed_plugin(
+    session: DshSession, tmp_path: Path
+) -> None:
+    # Installed the documented way, then configured the documented way: a later layer's
+    # `- id: circuit-breaker` row, which replaces the entry's whole config (so the
+    # interpreter comes from the sidecar that install wrote).
+    args = _install_args(session)
+    assert dsh_install.install(args) == 0
+    (session.home / "cordis.patch.yml").write_text(override_row({"duplicateLimit": 3}))
+    side = session.work / "side.txt"
+    run = session.run([probe(i, side) for i in range(1, 6)])
+
+    assert ran(side) == 3
+    assert [r.is_error for r in run.model.tool_results()] == [False] * 3 + [True] * 2
+    assert run.model.tool_results()[3].text == denial(3, 3)
+    start = run.starts()[0]
+    assert start["config"]["duplicateLimit"] == 3
+    assert start["python"] == python()  # from the sidecar: the override dropped `python`
+
+
+def test_healthy_edit_test_cycle_is_never_denied(session: DshSession) -> None:
+    session.add_patch("breaker.yml", insert_row({"python": python()}))
+    app = str(session.work / "app.txt")
+    test_cmd = {"command": "cat app.txt", "description": "Run the tests"}
+    turns: list[Any] = [tool_use("write", {"file_path": app, "content": "version 1\n"})]
+    for version in range(1, 10):  # nine identical test runs, more than duplicateLimit (6)
+        turns.append(tool_use("bash", test_cmd))
+        edit = {"file_path": app, "old_string": f"version {version}", "new_string": ""}
+        edit["new_string"] = f"version {version + 1}"
+        turns.append(tool_use("edit", edit))
+    run = session.run(turns)
+
+    results = run.model.tool_results()
+    assert len(results) == 19
+    assert [r for r in results if r.is_error] == []
+    tests = results[1::2]
+    assert [r.text.strip() for r in tests] == [f"version {v}" for v in range(1, 10)]
+    assert run.starts()[0]["ok"]
+
+
+def test_guard_killed_mid_run_is_restarted_once_then_calls_pass_unchecked(
+    session: DshSession,
+) -> None:
+    session.add_patch("breaker.yml", insert_row({"python": python(), "duplicateLimit": 3}))
+    side = session.work / "side.txt"
+    killed: list[int] = []
+
+    def kill_guard_then(step: int) -> Any:
+        def turn(body: dict[str, Any]) -> Any:
+            pid = session_starts(session)[len(killed)]["pid"]
+            os.kill(pid, signal.SIGKILL)
+            assert wait_gone(pid), "the runtime never reaped its guard"
+            killed.append(pid)
+            return probe(step, side)
+
+        return turn
+
+    turns: list[Any] = [probe(1, side), probe(2, side)]
+    turns += [kill_guard_then(3), probe(4, side), probe(5, side), probe(6, side)]
+    turns += [kill_guard_then(7)] + [probe(i, side) for i in range(8, 12)]
+    run = session.run(turns)
+
+    assert run.result.final_response == "All done."
+    errors = [r.is_error for r in run.model.tool_results()]
+    # Guard A allowed 1-2 and died. Guard B (the one restart, fresh state) allowed 3-5 and
+    # denied 6. B died; with no restart left, 7-11 pass unchecked instead of hanging.
+    assert errors == [False] * 5 + [True] + [False] * 5
+    assert ran(side) == 10
+    starts = run.starts()
+    assert [s["ok"] for s in starts] == [True, True]
+    assert [s["pid"] for s in starts] == killed
+    warnings = "\n".join(run.warnings())
+    assert "guard process exited" in warnings
+    assert "restarting the guard process" in warnings
+    assert "all further tool calls are allowed unchecked" in warnings
+
+
+def test_hung_guard_costs_one_budget_then_a_fresh_guard_takes_over(
+    session: DshSession,
+) -> None:
+    session.add_patch(
+        "breaker.yml", insert_row({"python": python(), "duplicateLimit": 3, "timeoutMs": 400})
+    )
+    side = session.work / "side.txt"
+    stopped: list[int] = []
+
+    def stop_guard_then(step: int) -> Any:
+        def turn(body: dict[str, Any]) -> Any:
+            pid = session_starts(session)[0]["pid"]
+            os.kill(pid, signal.SIGSTOP)  # alive but never answers
+            stopped.append(pid)
+            return probe(step, side)
+
+        return turn
+
+    turns = [probe(1, side), stop_guard_then(2)] + [probe(i, side) for i in range(3, 8)]
+    try:
+        run = session.run(turns)
+    finally:
+        for pid in stopped:  # the plugin SIGKILLs it; make sure, and never leave it stopped
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    errors = [r.is_error for r in run.model.tool_results()]
+    # 1 by guard A; 2 timed out (allowed) and A was killed; B allowed 3-5, denied 6 and 7.
+    assert errors == [False] * 5 + [True] * 2
+    assert ran(side) == 5
+    assert "did not answer within 400 ms" in "\n".join(run.warnings())
+    assert [s["ok"] for s in run.starts()] == [True, True]
+    assert run.seconds < 60
+
+
+def test_missing_guard_interpreter_fails_open_with_warnings(session: DshSession) -> None:
+    session.add_patch(
+        "breaker.yml", insert_row({"python": "/nonexistent/python3", "duplicateLimit": 2})
+    )
+    side = session.work / "side.txt"
+    run = session.run([probe(i, side) for i in range(1, 6)])
+
+    assert run.result.final_response == "All done."
+    assert ran(side) == 5
+    assert not any(r.is_error for r in run.model.tool_results())
+    warnings = "\n".join(run.warnings())
+    assert "/nonexistent/python3" in warnings
+    assert "all further tool calls are allowed unchecked" in warnings
+
+
+def test_bad_config_fails_loudly_at_startup_naming_the_key(session: DshSession) -> None:
+    session.add_patch("breaker.yml", insert_row({"python": python(), "duplicateLimt": 3}))
+    run = session.run(["Nothing to do."])
+
+    stderr = "\n".join(run.stderr)
+    assert "did not activate" in stderr
+    assert "unknown config key 'duplicateLimt'" in stderr
+
+
+def session_starts(session: DshSession) -> list[dict[str, Any]]:
+    path = session.marker_file
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _install_args(session: DshSession, profile: str = "sdk") -> Any:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    dsh_install.add_arguments(parser)
+    return parser.parse_args(["--dsh-home", str(session.home), "--profile", profile])
