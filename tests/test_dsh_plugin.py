@@ -6,6 +6,7 @@ real; only the model is scripted (tests/support/fake_anthropic.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import require
+from dsh_circuit_breaker.dsh import install as dsh_install
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.dsh_runtime import (
     DshSession,
     dsh_runtime_available,
@@ -23,9 +27,6 @@ from support.dsh_runtime import (
     wait_gone,
 )
 from support.fake_anthropic import tool_use
-
-from dsh_circuit_breaker.dsh import install as dsh_install
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 
 
 @pytest.fixture
@@ -179,10 +180,8 @@ def test_hung_guard_costs_one_budget_then_a_fresh_guard_takes_over(
         run = session.run(turns)
     finally:
         for pid in stopped:  # the plugin SIGKILLs it; make sure, and never leave it stopped
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     errors = [r.is_error for r in run.model.tool_results()]
     # 1 by guard A; 2 timed out (allowed) and A was killed; B allowed 3-5, denied 6 and 7.

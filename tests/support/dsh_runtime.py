@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support.fake_anthropic import FakeAnthropic
-
 from dsh_circuit_breaker.dsh import plugin_path
+from support.fake_anthropic import FakeAnthropic
 
 LOG_CAPTURE = Path(__file__).with_name("dsh_log_capture.mjs")
 PROBE_TOOL = "bash"
