@@ -239,3 +239,59 @@ def test_rediss_over_tls(tmp_path: Path) -> None:
         )
         assert untrusting.check("a", "t", {}).kind == "unavailable"
         untrusting.close()
+
+
+def test_forked_child_uses_its_own_connection(caplog: Any) -> None:
+    import multiprocessing
+
+    url = fresh_url()
+    breaker = CircuitBreaker(Config(max_calls_per_agent=0), state=url)
+    assert breaker.check("a", "t", {"who": "parent", "i": -1}).allowed  # a connection is open
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(2)
+    out = context.Queue()
+
+    def run(who: str) -> list[bool]:
+        barrier.wait()  # parent and child talk to Redis at the same time
+        return [breaker.check("a", "t", {"who": who, "i": i}).allowed for i in range(150)]
+
+    def child() -> None:
+        warned = _Counter()
+        logging.getLogger("dsh_circuit_breaker").addHandler(warned)
+        out.put((all(run("child")), warned.count))
+
+    process = context.Process(target=child)
+    process.start()
+    with caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"):
+        assert all(run("parent"))
+    assert out.get(timeout=60) == (True, 0)
+    process.join(timeout=30)
+    assert process.exitcode == 0
+    assert caplog.text == ""  # had they shared the socket, replies would have crossed
+    assert dict(breaker.store.agents())["a"].calls == 301
+    breaker.close()
+
+
+class _Counter(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+def test_unreadable_record_fails_open_and_spares_the_connection(caplog: Any) -> None:
+    url = fresh_url()
+    breaker = CircuitBreaker(Config(fail_closed=True), state=url)
+    _client(url).set(f"{_prefix(url)}broken".encode(), b"not a record")
+    with caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"):
+        # An internal error, not an outage: allowed even with failClosed, with a warning.
+        assert breaker.check("broken", "t", {}).allowed
+    assert "internal error" in caplog.text
+    # The record is left for an operator to inspect or reset; other agents are unaffected.
+    assert _client(url).get(f"{_prefix(url)}broken".encode()) == b"not a record"
+    assert [breaker.check("fine", "t", {}).allowed for _ in range(7)] == [True] * 6 + [False]
+    breaker.reset("broken")
+    assert breaker.check("broken", "t", {}).allowed
+    breaker.close()
