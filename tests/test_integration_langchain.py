@@ -214,39 +214,41 @@ def test_two_agents_sharing_a_middleware_have_separate_state() -> None:
 
 def test_subagent_called_from_a_tool_has_its_own_state() -> None:
     # The child runs inside the parent's tool, with the parent's thread id and config.
-    # Parent and child each run search('same') 4 times: 8 in all, never 7 by one agent.
-    middleware = CircuitBreakerMiddleware()
+    # With reset_on_new_call=False every copy in the window counts, so a shared state would
+    # trip the child at its 3rd call. The parent searches 4 times, then delegates to a child
+    # that loops on the same search: the child must get its own 6.
+    config = Config(reset_on_new_call=False, reset_on_user_prompt=False)
+    middleware = CircuitBreakerMiddleware(config=config)
     ran: list[str] = []
-
-    def four_then(tag: str, then: AIMessage | None) -> ScriptedModel:
-        def respond(messages: list[BaseMessage]) -> AIMessage:
-            n = len(tool_messages(messages))
-            if n < 4:
-                return call("search", {"query": "same"}, f"{tag}{n}")
-            if then is not None and n == 4:
-                return then
-            return AIMessage(content=f"{tag} done")
-
-        return ScriptedModel(respond=respond)
-
-    child = create_agent(four_then("c", None), [search_tool(ran)], middleware=[middleware])
+    child = create_agent(looping("c"), [search_tool(ran)], middleware=[middleware])
+    child_out: list[Any] = []
 
     @tool
     def delegate(task: str) -> str:
         """Hand a task to a subagent."""
-        return str(child.invoke({"messages": [HumanMessage(task)]})["messages"][-1].content)
+        out = child.invoke({"messages": [HumanMessage(task)]})
+        child_out.append(out)
+        return str(out["messages"][-1].content)
+
+    def parent_model(messages: list[BaseMessage]) -> AIMessage:
+        n = len(tool_messages(messages))
+        if n < 4:
+            return call("search", {"query": "same"}, f"p{n}")
+        if n == 4:
+            return call("delegate", {"task": "dig"}, "d")
+        return AIMessage(content="parent done")
 
     parent = create_agent(
-        four_then("p", call("delegate", {"task": "dig"}, "d")),
+        ScriptedModel(respond=parent_model),
         [search_tool(ran), delegate],
         middleware=[middleware],
         checkpointer=InMemorySaver(),
     )
     out = parent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t1"}})
     assert refusals(out["messages"]) == []
-    assert len(ran) == 8
-    assert out["messages"][-2].content == "c done"
-    assert out["messages"][-1].content == "p done"
+    assert len(ran) == 10
+    check_loop_run(child_out[0]["messages"], ["same"] * 6, tag="c")
+    assert out["messages"][-1].content == "parent done"
 
 
 def test_new_invocation_resets_unless_configured_not_to() -> None:

@@ -101,7 +101,9 @@ def assert_valid_history(messages: list[ModelMessage]) -> None:
                 assert sorted(answered) == sorted(calls)
 
 
-def check_loop_run(messages: list[ModelMessage], output: str, ran: list[str]) -> None:
+def check_loop_run(
+    messages: list[ModelMessage], output: str, ran: list[str], tag: str = "loop"
+) -> None:
     assert ran == ["same"] * 6
     denied = refusals(messages)
     assert len(denied) == 3
@@ -110,7 +112,7 @@ def check_loop_run(messages: list[ModelMessage], output: str, ran: list[str]) ->
         assert str(part.content).startswith(DENIED)
         assert "already run 6 times (limit 6" in str(part.content)
     # The refusals answer the 7th, 8th and 9th calls, by their own ids.
-    assert [p.tool_call_id for p in denied] == ["loop-6", "loop-7", "loop-8"]
+    assert [p.tool_call_id for p in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
     assert all(p.outcome == "success" for p in returns(messages)[:6])
     assert_valid_history(messages)
     assert output == "I keep being refused; stopping here."
@@ -197,39 +199,39 @@ def test_two_agents_sharing_a_breaker_have_separate_state() -> None:
 
 
 def test_delegated_agent_has_its_own_state() -> None:
-    # Parent and child each run search('same') 4 times: 8 in all, but never 7 by one agent.
-    capability = CircuitBreakerCapability()
+    # With reset_on_new_call=False every copy in the window counts, so a shared state would
+    # trip the child at its 3rd call. The parent searches 4 times, then delegates to a child
+    # that loops on the same search: the child must get its own 6. (No reset at run start
+    # either, so the child's run cannot wipe a shared state and hide the sharing.)
+    config = Config(reset_on_new_call=False, reset_on_user_prompt=False)
+    capability = CircuitBreakerCapability(config=config)
 
-    def four_then_done(tag: str, extra: ToolCallPart | None = None) -> FunctionModel:
-        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-            n = len(returns(messages))
-            if n < 4:
-                return ModelResponse(
-                    parts=[ToolCallPart("search", {"query": "same"}, tool_call_id=f"{tag}{n}")]
-                )
-            if extra is not None and n == 4:
-                return ModelResponse(parts=[extra])
-            return ModelResponse(parts=[TextPart(f"{tag} done")])
-
-        return FunctionModel(respond)
+    def parent_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        n = len(returns(messages))
+        if n < 4:
+            call = ToolCallPart("search", {"query": "same"}, tool_call_id=f"p{n}")
+        elif n == 4:
+            call = ToolCallPart("delegate", {"task": "dig"}, tool_call_id="d")
+        else:
+            return ModelResponse(parts=[TextPart("parent done")])
+        return ModelResponse(parts=[call])
 
     ran: list[str] = []
-    child = search_agent(capability, four_then_done("c"), ran, "child")
-    parent = search_agent(
-        capability,
-        four_then_done("p", ToolCallPart("delegate", {"task": "dig"}, tool_call_id="d")),
-        ran,
-        "parent",
-    )
+    child = search_agent(capability, looping_model("c"), ran, "child")
+    parent = search_agent(capability, FunctionModel(parent_model), ran, "parent")
+    child_runs: list[Any] = []
 
     @parent.tool_plain
     async def delegate(task: str) -> str:
-        return (await child.run(task)).output
+        result = await child.run(task)
+        child_runs.append(result)
+        return result.output
 
     result = parent.run_sync("go")
     assert refusals(result.all_messages()) == []
-    assert len(ran) == 8
-    assert result.output == "p done"
+    assert len(ran) == 10
+    check_loop_run(child_runs[0].all_messages(), child_runs[0].output, ["same"] * 6, tag="c")
+    assert result.output == "parent done"
 
 
 def test_state_is_per_conversation_and_reset_by_a_new_prompt() -> None:

@@ -1,0 +1,124 @@
+"""Claude Agent SDK: the breaker as a PreToolUse hook callback.
+
+    from claude_agent_sdk import ClaudeAgentOptions
+    from dsh_circuit_breaker.integrations.claude_agent_sdk import circuit_breaker_hooks
+
+    options = ClaudeAgentOptions(hooks=circuit_breaker_hooks())
+
+The Claude Code CLI that the SDK drives calls the `PreToolUse` callback before every tool
+(built-in, MCP and SDK tools alike, in the main agent and in subagents). A denied call gets
+`permissionDecision: "deny"` with the breaker's text as the reason: the tool does not run
+and the model receives the text as an error tool result for that tool_use id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
+from claude_agent_sdk.types import HookContext, HookEvent, HookInput, HookJSONOutput
+
+from ..breaker import CircuitBreaker
+from ..config import Config
+from ._common import acheck, areset, model_arguments
+
+log = logging.getLogger("dsh_circuit_breaker")
+
+# Claude Code spells the tools SPEC exempts by default like this.
+CLAUDE_CODE_EXEMPT = ("TodoWrite", "AskUserQuestion", "ExitPlanMode")
+
+
+def default_config() -> Config:
+    """SPEC's defaults plus Claude Code's spelling of the exempt tools."""
+    base = Config()
+    return Config.from_mapping({"exempt": [*base.exempt, *CLAUDE_CODE_EXEMPT]}, base=base)
+
+
+class ClaudeCircuitBreaker:
+    """The hook callbacks. `hooks()` gives the mapping for `ClaudeAgentOptions(hooks=...)`.
+
+    Agent identity: the hook input's `session_id` for the main agent, and
+    `session_id` + `agent_id` inside a subagent (the CLI sets `agent_id` on tool hooks of
+    Task-spawned subagents; parallel subagents interleave, and it is the one reliable way to
+    tell them apart). With `reset_on_user_prompt` (the default) a `UserPromptSubmit` resets
+    the main agent's state: a person has spoken.
+    """
+
+    def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
+        if breaker is not None and config is not None:
+            raise TypeError("pass either breaker= or config=, not both")
+        self.breaker = breaker or CircuitBreaker(config or default_config())
+
+    def hooks(self) -> dict[HookEvent, list[HookMatcher]]:
+        return {
+            "PreToolUse": [HookMatcher(matcher=None, hooks=[self.pre_tool_use])],
+            "UserPromptSubmit": [HookMatcher(matcher=None, hooks=[self.user_prompt_submit])],
+        }
+
+    async def pre_tool_use(
+        self, input_data: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        try:
+            data: Mapping[str, Any] = input_data
+            agent = agent_key(data)
+            tool = data.get("tool_name")
+            if agent is None or not isinstance(tool, str) or not tool:
+                return {}  # not a call we can attribute: never deny by accident
+            arguments = model_arguments(data.get("tool_input"))
+            decision = await acheck(self.breaker, agent, tool, arguments)
+            if decision.allowed:
+                return {}
+            return {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "deny",
+                    "permissionDecisionReason": decision.message
+                    or "Circuit breaker: this call was NOT run.",
+                }
+            }
+        except Exception:
+            log.warning("dsh-circuit-breaker: PreToolUse hook failed, call allowed", exc_info=True)
+            return {}
+
+    async def user_prompt_submit(
+        self, input_data: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        data: Mapping[str, Any] = input_data
+        session = data.get("session_id")
+        if self.breaker.config.reset_on_user_prompt and isinstance(session, str) and session:
+            await areset(self.breaker, f"claude-agent-sdk:{session}")
+        return {}
+
+
+def agent_key(data: Mapping[str, Any]) -> str | None:
+    session = data.get("session_id")
+    if not isinstance(session, str) or not session:
+        return None
+    subagent = data.get("agent_id")
+    if isinstance(subagent, str) and subagent:
+        return f"claude-agent-sdk:{session}:{subagent}"
+    return f"claude-agent-sdk:{session}"
+
+
+def circuit_breaker_hooks(
+    breaker: CircuitBreaker | None = None, *, config: Config | None = None
+) -> dict[HookEvent, list[HookMatcher]]:
+    """The hooks mapping for `ClaudeAgentOptions(hooks=...)`."""
+    return ClaudeCircuitBreaker(breaker, config=config).hooks()
+
+
+def with_circuit_breaker(
+    options: ClaudeAgentOptions,
+    breaker: CircuitBreaker | None = None,
+    *,
+    config: Config | None = None,
+) -> ClaudeAgentOptions:
+    """Add the breaker's hooks to `options`, first in each event's list and keeping the
+    hooks already there; returns `options`."""
+    merged: dict[HookEvent, list[HookMatcher]] = dict(options.hooks or {})
+    for event, matchers in circuit_breaker_hooks(breaker, config=config).items():
+        merged[event] = [*matchers, *merged.get(event, [])]
+    options.hooks = merged
+    return options
