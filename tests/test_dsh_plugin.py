@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from support.dsh_runtime import (
     python,
     wait_gone,
 )
-from support.fake_anthropic import tool_use
+from support.fake_anthropic import tool_results_of, tool_use
 
 
 @pytest.fixture
@@ -214,6 +215,69 @@ def test_bad_config_fails_loudly_at_startup_naming_the_key(session: DshSession) 
     stderr = "\n".join(run.stderr)
     assert "did not activate" in stderr
     assert "unknown config key 'duplicateLimt'" in stderr
+
+
+def test_looping_subagent_is_denied_while_its_parent_is_not(session: DshSession) -> None:
+    """DSH's `subagent` tool starts a child agent with its own session id. Child and parent
+    run the very same command; only the child repeats it past the limit, and only the
+    child is denied: state is per agent, keyed by the agent's id."""
+    log = session.root / "incidents.jsonl"
+    session.add_patch(
+        "breaker.yml",
+        insert_row({"python": python(), "duplicateLimit": 3, "incidentLog": str(log)}),
+    )
+    side = session.work / "side.txt"
+    command = f"echo cbprobe4 >> {side}"
+    child_done = threading.Event()
+    owner: dict[str, str] = {}
+
+    def call(who: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        block = tool_use(name, arguments)
+        owner[block["id"]] = who
+        return block
+
+    def model(body: dict[str, Any]) -> Any:
+        done = len(tool_results_of(body))
+        if "CHILD-TASK" in _first_user_text(body):
+            if done < 6:
+                return call("child", "bash", {"command": command, "description": f"c{done}"})
+            child_done.set()
+            return "Child finished."
+        if done == 0:
+            task = {"description": "probe loop", "prompt": "CHILD-TASK: run the probe."}
+            return call("parent", "subagent", task)
+        if done <= 3:
+            return call("parent", "bash", {"command": command, "description": f"p{done}"})
+        if not child_done.wait(timeout=0.3) and done < 60:
+            # Keep the parent's turn open until the child is done; a new command each time.
+            wait = {"command": f"echo waiting {done}", "description": "Wait for the child"}
+            return call("parent", "bash", wait)
+        return "All done."
+
+    run = session.run([], after=model)
+
+    children = [n.payload for n in run.result.notifications if n.method == "subagent.started"]
+    assert len(children) == 1
+    child_id = children[0]["childSessionId"]
+    assert child_id != run.result.session_id
+    by_owner: dict[str, list[bool]] = {"child": [], "parent": []}
+    for result in run.model.tool_results():
+        by_owner[owner[result.tool_use_id]].append(result.is_error)
+    assert by_owner["child"] == [False] * 3 + [True] * 3
+    assert not any(by_owner["parent"])  # its own three identical calls all ran
+    assert ran(side) == 6
+    lines = incidents(log)
+    assert [(line["kind"], line["agent"]) for line in lines] == [("duplicate", child_id)]
+
+
+def _first_user_text(body: dict[str, Any]) -> str:
+    for message in body.get("messages", []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
 
 
 def session_starts(session: DshSession) -> list[dict[str, Any]]:

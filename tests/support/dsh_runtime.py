@@ -115,10 +115,11 @@ class DshSession:
         turns: Sequence[Any],
         prompt: str = "Run the probe.",
         timeout: float = 120.0,
+        after: Any = "All done.",
     ) -> DshRun:
         from deepseek_harness import DeepSeekHarness, DeepSeekHarnessConfig
 
-        model = FakeAnthropic(turns, after="All done.")
+        model = FakeAnthropic(turns, after=after)
         run = DshRun(
             home=self.home,
             work=self.work,

@@ -78,26 +78,33 @@ class ToolResult:
     raw: Block = field(repr=False)
 
 
-def as_turn(turn: Any, request: dict[str, Any]) -> Turn:
+def as_turn(turn: Any, request: dict[str, Any], used: set[str] | None = None) -> Turn:
+    """Resolve a script item into a Turn. Tool ids already in `used` are replaced (and new
+    ones added to it), so one block object scripted many times (`[call] * 10`) still
+    gives the harness a distinct id per call, while an id nobody used yet is kept."""
     if callable(turn) and not isinstance(turn, Turn):
         turn = turn(request)
     if isinstance(turn, Turn):
-        return Turn([_fresh(b) for b in turn.blocks], turn.stop_reason)
-    if isinstance(turn, str):
-        return Turn([text(turn)])
-    if isinstance(turn, dict):
-        return Turn([_fresh(turn)])
-    if isinstance(turn, list):
-        return Turn([_fresh(b) for b in turn])
-    raise TypeError(f"not a turn: {turn!r}")
+        blocks, stop = turn.blocks, turn.stop_reason
+    elif isinstance(turn, str):
+        blocks, stop = [text(turn)], None
+    elif isinstance(turn, dict):
+        blocks, stop = [turn], None
+    elif isinstance(turn, list):
+        blocks, stop = turn, None
+    else:
+        raise TypeError(f"not a turn: {turn!r}")
+    return Turn([_fresh(b, used if used is not None else set()) for b in blocks], stop)
 
 
-def _fresh(block: Block) -> Block:
-    # A block object reused in a script (e.g. `[call] * 10`) must still get a new tool
-    # id each time, or the harness would see ten calls with one id.
-    if block.get("type") == "tool_use":
-        return tool_use(block["name"], block.get("input"), None)
-    return dict(block)
+def _fresh(block: Block, used: set[str]) -> Block:
+    if block.get("type") != "tool_use":
+        return dict(block)
+    fresh = dict(block)
+    while fresh.get("id") in used or not fresh.get("id"):
+        fresh["id"] = tool_use(block["name"])["id"]
+    used.add(fresh["id"])
+    return fresh
 
 
 def tool_results_of(request: dict[str, Any]) -> list[ToolResult]:
@@ -155,6 +162,7 @@ class FakeAnthropic:
         self.errors: list[str] = []  # exceptions raised while answering
         self._lock = threading.Lock()
         self._next = 0
+        self._used_ids: set[str] = set()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -222,15 +230,16 @@ class FakeAnthropic:
     # -- answering -------------------------------------------------------------------
     def _reply_for(self, body: dict[str, Any]) -> Turn:
         if self.side is not None and self.side(body):
-            return as_turn(self.side_reply, body)
+            return as_turn(self.side_reply, body, self._used_ids)
         with self._lock:
             if self._next < len(self.script):
                 chosen = self.script[self._next]
                 self._next += 1
             else:
                 chosen = self.after
-        turn = as_turn(chosen, body)
+        turn = as_turn(chosen, body)  # a callable runs outside the lock: it may block
         with self._lock:
+            turn = as_turn(turn, body, self._used_ids)
             self.replies.append(turn)
         return turn
 
