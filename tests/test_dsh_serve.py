@@ -1,0 +1,157 @@
+"""The guard process (`dsh-circuit-breaker serve --stdio`): its JSON-lines protocol, run as a
+real subprocess the way the DSH plugin runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_circuit_breaker.dsh.serve import GuardServer
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+
+
+class Guard:
+    def __init__(self, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dsh_circuit_breaker.cli", "serve", "--stdio", *extra],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def ask(self, request: dict[str, Any] | bytes) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        line = request if isinstance(request, bytes) else json.dumps(request).encode()
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+        reply: dict[str, Any] = json.loads(self.proc.stdout.readline())
+        return reply
+
+    def close(self) -> tuple[int, str]:
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        self.proc.stdin.close()  # EOF: the guard exits by itself
+        code = self.proc.wait(timeout=10)
+        return code, self.proc.stderr.read().decode()
+
+
+@pytest.fixture
+def guard() -> Any:
+    g = Guard()
+    yield g
+    if g.proc.poll() is None:
+        g.proc.kill()
+        g.proc.wait()
+
+
+def check(agent: str, command: str, step: int, **extra: Any) -> dict[str, Any]:
+    arguments = {"command": command, "description": f"step {step}"}
+    return {"op": "check", "id": step, "agent": agent, "tool": "bash", "arguments": arguments}
+
+
+def test_hello_then_duplicate_denial_with_the_spec_text(guard: Guard, tmp_path: Path) -> None:
+    log = tmp_path / "incidents.jsonl"
+    hello = guard.ask(
+        {"op": "hello", "id": 0, "config": {"duplicateLimit": 2, "incidentLog": str(log)}}
+    )
+    assert hello["ok"] is True and hello["id"] == 0
+    assert hello["config"]["duplicateLimit"] == 2
+    assert guard.ask(check("a", "ls", 1)) == {"allowed": True, "id": 1}
+    assert guard.ask(check("a", "ls", 2)) == {"allowed": True, "id": 2}
+    denied = guard.ask(check("a", "ls", 3))
+    assert denied == {
+        "allowed": False,
+        "kind": "duplicate",
+        "message": render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 2, 2),
+        "count": 2,
+        "limit": 2,
+        "id": 3,
+    }
+    assert guard.ask(check("b", "ls", 4))["allowed"] is True  # another agent, its own state
+    code, stderr = guard.close()
+    assert code == 0 and stderr == ""
+    line = json.loads(log.read_text())
+    assert (line["agent"], line["kind"]) == ("a", "duplicate")
+
+
+def test_bad_config_is_refused_naming_the_key_and_the_old_config_stays(guard: Guard) -> None:
+    assert guard.ask({"op": "hello", "id": 1, "config": {"duplicateLimit": 2}})["ok"]
+    refused = guard.ask({"op": "hello", "id": 2, "config": {"duplicateLimit": 2, "window": 1}})
+    assert refused["ok"] is False and "window" in refused["error"]
+    unknown = guard.ask({"op": "hello", "id": 3, "config": {"dupLimit": 2}})
+    assert unknown["ok"] is False and "dupLimit" in unknown["error"]
+    guard.ask(check("a", "ls", 4))
+    guard.ask(check("a", "ls", 5))
+    assert guard.ask(check("a", "ls", 6))["allowed"] is False  # still duplicateLimit 2
+
+
+def test_bad_input_never_denies_and_never_kills_the_guard(guard: Guard) -> None:
+    for junk in [b"not json", b"[1, 2]", b'{"op": "explode", "id": 9}', b'{"id": 10}']:
+        reply = guard.ask(junk)
+        assert reply["allowed"] is True and "error" in reply
+    assert guard.ask({"op": "ping", "id": 11}) == {"ok": True, "id": 11}
+    code, stderr = guard.close()
+    assert code == 0
+    assert stderr.count("guard: bad request") == 1  # one warning, not one per line
+
+
+def test_agents_without_id_are_logged_by_their_field_names(tmp_path: Path) -> None:
+    log = tmp_path / "incidents.jsonl"
+    server = GuardServer()
+    server.handle_line(
+        json.dumps(
+            {"op": "hello", "config": {"duplicateLimit": 1, "incidentLog": str(log)}}
+        ).encode()
+    )
+    request = {"anon": "anon:1", "agentKeys": ["loopCtx", "name"], "tool": "t", "arguments": {}}
+    assert server.handle_line(json.dumps(request).encode()) == {"allowed": True}
+    assert server.handle_line(json.dumps(request).encode())["allowed"] is False  # type: ignore[index]
+    other = dict(request, anon="anon:2")
+    assert server.handle_line(json.dumps(other).encode()) == {"allowed": True}
+    line = json.loads(log.read_text().splitlines()[0])
+    assert line["agentKeys"] == ["loopCtx", "name"] and "agent" not in line
+    # forget drops the state: the same key starts over
+    server.handle_line(json.dumps({"op": "forget", "anon": "anon:1"}).encode())
+    assert server.handle_line(json.dumps(request).encode()) == {"allowed": True}
+
+
+def test_forget_by_id_resets_that_agent_only() -> None:
+    server = GuardServer()
+    server.handle_line(b'{"op": "hello", "config": {"duplicateLimit": 1}}')
+    call = {"agent": "s1", "tool": "t", "arguments": {"a": 1}}
+    assert server.handle_line(json.dumps(call).encode()) == {"allowed": True}
+    assert server.handle_line(json.dumps({**call, "agent": "s2"}).encode()) == {"allowed": True}
+    assert server.handle_line(b'{"op": "forget", "agent": "s1"}') is None
+    assert server.handle_line(json.dumps(call).encode()) == {"allowed": True}
+    assert server.handle_line(json.dumps({**call, "agent": "s2"}).encode())["allowed"] is False  # type: ignore[index]
+
+
+def test_cli_flags_configure_the_guard_without_hello() -> None:
+    g = Guard("--config-json", '{"duplicateLimit": 1}')
+    try:
+        assert g.ask(check("a", "ls", 1))["allowed"] is True
+        assert g.ask(check("a", "ls", 2))["allowed"] is False
+    finally:
+        g.close()
+
+
+def test_cli_rejects_a_bad_config_flag() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dsh_circuit_breaker.cli",
+            "serve",
+            "--stdio",
+            "--config-json",
+            '{"window": 0}',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2 and "window" in done.stderr
