@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError
+from dsh_circuit_breaker.paths import default_state_url
 from dsh_circuit_breaker.state import AgentState
 from dsh_circuit_breaker.stores import StoreUnavailable, store_from_url
-from dsh_circuit_breaker.stores.sqlite import SQLiteStore, default_state_url, path_from_url
+from dsh_circuit_breaker.stores.sqlite import SQLiteStore, path_from_url
+from hook_support import make_read_only
 
 SECRET = "hunter2-secret-argument-value"
 
@@ -124,18 +126,18 @@ def test_agents_lists_states(tmp_path: Path) -> None:
 
 
 def test_read_only_directory_fails_open(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root ignores directory permissions")
     locked = tmp_path / "ro"
     locked.mkdir()
-    locked.chmod(0o500)
+    undo = make_read_only(locked)
+    if undo is None:
+        pytest.skip("cannot make a directory read-only for root here (no mount, no chattr)")
     try:
         breaker = CircuitBreaker(Config(), state=f"sqlite:///{locked}/state.db")
         with caplog.at_level(logging.WARNING, "dsh_circuit_breaker"):
             assert all(breaker.check("a", "t", {}).allowed for _ in range(10))
-        assert "unavailable" in caplog.text
     finally:
-        locked.chmod(0o700)
+        undo()
+    assert "unavailable" in caplog.text
 
 
 def test_unusable_path_raises_store_unavailable(tmp_path: Path) -> None:

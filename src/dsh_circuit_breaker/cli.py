@@ -3,12 +3,13 @@ that a hook process pays for nothing it does not use."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
-from collections.abc import Sequence
 
 from ._version import __version__
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 # name -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -29,11 +30,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "dsh_circuit_breaker.transcripts.cmd_calibrate",
         "choose limits from your own transcripts",
     ),
+    "hook": ("dsh_circuit_breaker.hook", "PreToolUse command hook (Claude Code, Codex)"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["hook"] and "-h" not in argv and "--help" not in argv:
+        # A harness runs the hook once per tool call: importing argparse would cost
+        # more than the decision, so the hook parses its two options itself.
+        from .hook import main as hook_main
+
+        return hook_main(argv[1:])
+    import argparse
+    import importlib
+
     parser = argparse.ArgumentParser(
         prog="dsh-circuit-breaker", description="A loop guard for LLM agents."
     )

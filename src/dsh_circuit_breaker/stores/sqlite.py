@@ -17,34 +17,24 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import TypeVar
 
 from ..config import Config, ConfigError
+from ..paths import default_state_path
 from ..state import AgentState
-from .base import StoreUnavailable
+from .unavailable import StoreUnavailable
 
-T = TypeVar("T")
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs a hook process more than its whole decision
+    from collections.abc import Callable, Iterator
+    from typing import TypeVar
 
-APP = "dsh-circuit-breaker"
+    T = TypeVar("T")
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS agents ("
     " agent TEXT PRIMARY KEY, updated REAL NOT NULL, state BLOB NOT NULL)",
     "CREATE INDEX IF NOT EXISTS agents_updated ON agents (updated)",
 )
-
-
-def default_state_dir() -> str:
-    """`$XDG_STATE_HOME/dsh-circuit-breaker`, else `~/.local/state/dsh-circuit-breaker`."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return os.path.join(base, APP)
-
-
-def default_state_url() -> str:
-    return "sqlite:///" + os.path.join(default_state_dir(), "state.db")
 
 
 def path_from_url(url: str) -> str:
@@ -55,7 +45,7 @@ def path_from_url(url: str) -> str:
         raise ConfigError(f"not a sqlite URL: {url!r}")
     rest = rest.partition("?")[0]
     if rest == "":
-        return os.path.join(default_state_dir(), "state.db")
+        return default_state_path()
     if not rest.startswith("/"):
         raise ConfigError(
             f"state URL {url!r}: use sqlite:///relative.db or sqlite:////absolute/path.db"

@@ -1,0 +1,174 @@
+"""Loading the breaker's configuration from a file, for processes that start fresh for
+every call (the command hook) and for the commands around them.
+
+Where the file comes from, first match wins:
+1. an explicit path (`--config FILE`);
+2. `$DSH_CIRCUIT_BREAKER_CONFIG`;
+3. the user config file: `$XDG_CONFIG_HOME/dsh-circuit-breaker/config.{toml,json,yaml,yml}`
+   (else `~/.config/...`); if there is none, the defaults.
+
+A file is TOML, JSON, or YAML (YAML needs PyYAML), chosen by its extension. It holds the
+breaker's keys (camelCase or snake_case, validated exactly as `Config.from_mapping`),
+plus optionally `state`, the state URL. A DSH-style patch row is accepted as well, alone
+or in a list of rows:
+
+    - id: circuit-breaker
+      config:
+        duplicateLimit: 6
+
+An explicitly named file that is missing, unreadable or invalid is a `ConfigError`;
+nothing ever falls back silently to the defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .config import Config, ConfigError
+from .paths import user_config_dir
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+ENV_CONFIG = "DSH_CIRCUIT_BREAKER_CONFIG"
+ENV_STATE = "DSH_CIRCUIT_BREAKER_STATE"
+ROW_IDS = ("circuit-breaker", "dsh-circuit-breaker")
+EXTENSIONS = ("toml", "json", "yaml", "yml")
+# Keys a config file may hold besides the breaker's own.
+FILE_KEYS = ("state",)
+
+
+class Loaded:
+    """A loaded configuration: `config`, the `state` URL the file names (if any), and
+    the `path` of the file read (None when the defaults apply)."""
+
+    __slots__ = ("config", "path", "state")
+
+    def __init__(self, config: Config, state: str | None, path: str | None) -> None:
+        self.config = config
+        self.state = state
+        self.path = path
+
+
+def user_config_paths() -> list[str]:
+    directory = user_config_dir()
+    return [os.path.join(directory, f"config.{ext}") for ext in EXTENSIONS]
+
+
+def find_config(explicit: str | None = None) -> str | None:
+    """The config file to read, or None for the defaults (see the module docstring)."""
+    if explicit:
+        return explicit
+    from_env = os.environ.get(ENV_CONFIG)
+    if from_env:
+        return from_env
+    for path in user_config_paths():
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def load(path: str | None = None, *, base: Config | None = None) -> Loaded:
+    """Find (see `find_config`), read and validate the configuration over `base`."""
+    found = find_config(path)
+    if found is None:
+        return Loaded(base or Config(), None, None)
+    mapping = read_mapping(found)
+    try:
+        config, state = _build(mapping, base)
+    except ConfigError as exc:
+        raise ConfigError(f"{found}: {exc}") from None
+    return Loaded(config, state, found)
+
+
+def load_config(path: str | None = None, *, base: Config | None = None) -> Config:
+    return load(path, base=base).config
+
+
+def read_mapping(path: str) -> dict[str, Any]:
+    """The breaker's mapping in a file (a patch row's `config`, if it is a patch row)."""
+    try:
+        with open(os.path.expanduser(path), "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    data = _parse(path, raw)
+    try:
+        return breaker_section(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def breaker_section(data: Any) -> dict[str, Any]:
+    """The breaker's keys in a parsed file: the file itself, or a patch row's `config`."""
+    if data is None:
+        return {}
+    rows = data if isinstance(data, list) else [data] if _is_row(data) else None
+    if rows is None:
+        if not isinstance(data, dict):
+            raise ConfigError(f"config must be a mapping, got {type(data).__name__}")
+        return data
+    for row in rows:
+        if _is_row(row):
+            section = row.get("config")
+            if section is None:
+                return {}
+            if not isinstance(section, dict):
+                raise ConfigError(
+                    f"patch row {row['id']!r}: config must be a mapping, "
+                    f"got {type(section).__name__}"
+                )
+            return section
+    raise ConfigError("no patch row with id: circuit-breaker")
+
+
+def _is_row(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("id") in ROW_IDS
+
+
+def _build(mapping: dict[str, Any], base: Config | None) -> tuple[Config, str | None]:
+    values = dict(mapping)
+    state = values.pop("state", None)
+    if state is not None and (not isinstance(state, str) or "://" not in state):
+        raise ConfigError(f"config key state: must be a state URL, got {state!r}")
+    return Config.from_mapping(values, base=base), state
+
+
+def _parse(path: str, raw: bytes) -> Any:
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    try:
+        if ext == "toml":
+            return _toml().loads(raw.decode("utf-8"))
+        if ext in ("yaml", "yml"):
+            return _yaml().safe_load(raw)
+        return json.loads(raw)
+    except ConfigError:
+        raise
+    except Exception as exc:  # each parser has its own error class
+        kind = {"toml": "TOML", "yaml": "YAML", "yml": "YAML"}.get(ext, "JSON")
+        raise ConfigError(f"{path} is not valid {kind}: {exc}") from None
+
+
+def _toml() -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    try:  # Python 3.10
+        import tomli  # type: ignore[import-not-found,unused-ignore]
+
+        return tomli
+    except ImportError:
+        raise ConfigError("a TOML config file needs Python 3.11+ or the tomli package") from None
+
+
+def _yaml() -> Any:
+    try:
+        import yaml  # type: ignore[import-untyped,unused-ignore]
+
+        return yaml
+    except ImportError:
+        raise ConfigError("a YAML config file needs PyYAML (pip install pyyaml)") from None

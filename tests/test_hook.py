@@ -1,0 +1,315 @@
+"""The command hook without a harness: the exact events Claude Code and Codex send, one
+process per event, as they run it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import stat
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from hook_support import denial, hook_env, make_read_only, pre_tool_use, prompt_submit, run_hook
+
+PROBE = [{"command": "echo cbprobe4", "description": f"Run probe step {i}"} for i in range(1, 11)]
+
+
+def state_dir(home: Path) -> Path:
+    return home / "state" / "dsh-circuit-breaker"
+
+
+def test_probe_six_run_then_denied_with_exact_shape(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    outs = [run_hook(pre_tool_use("Bash", call), env) for call in PROBE]
+    assert [o.returncode for o in outs] == [0] * 10
+    assert [o.stdout for o in outs[:6]] == [""] * 6  # allow: print nothing
+    assert all(o.stderr == "" for o in outs)
+    for o in outs[6:]:
+        decision = json.loads(o.stdout)
+        assert set(decision) == {"hookSpecificOutput"}
+        specific = decision["hookSpecificOutput"]
+        assert set(specific) == {"hookEventName", "permissionDecision", "permissionDecisionReason"}
+        assert specific["hookEventName"] == "PreToolUse"
+        assert specific["permissionDecision"] == "deny"
+        reason = specific["permissionDecisionReason"]
+        assert reason.startswith("Circuit breaker: this Bash call was NOT run.")
+        assert "already run 6 times (limit 6" in reason
+    # The default state and incident log live in the XDG state directory, owner-only.
+    directory = state_dir(tmp_path)
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert stat.S_IMODE((directory / "state.db").stat().st_mode) == 0o600
+    lines = (directory / "incidents.jsonl").read_text().splitlines()
+    assert len(lines) == 1  # the first denial of its kind only
+    incident = json.loads(lines[0])
+    assert incident["agent"] == "sess-1"
+    assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "Bash", 6)
+
+
+def test_subagent_is_its_own_agent(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    call = {"command": "grep -r needle ."}
+    sub = [run_hook(pre_tool_use("Bash", call, agent_id="a1b2"), env) for _ in range(7)]
+    assert [denial(o.stdout) is None for o in sub] == [True] * 6 + [False]
+    # The parent, same session_id, has made none of those calls.
+    parent = run_hook(pre_tool_use("Bash", call), env)
+    assert denial(parent.stdout) is None
+    other_sub = run_hook(pre_tool_use("Bash", call, agent_id="c3d4"), env)
+    assert denial(other_sub.stdout) is None
+    incident = json.loads((state_dir(tmp_path) / "incidents.jsonl").read_text())
+    assert incident["agent"] == "sess-1/a1b2"
+
+
+def test_user_prompt_resets_the_main_agent_only(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    for _ in range(6):
+        assert denial(run_hook(pre_tool_use(), env).stdout) is None
+        assert denial(run_hook(pre_tool_use(agent_id="sub"), env).stdout) is None
+    assert denial(run_hook(pre_tool_use(), env).stdout) is not None
+    reset = run_hook(prompt_submit(), env)
+    assert (reset.returncode, reset.stdout, reset.stderr) == (0, "", "")
+    assert denial(run_hook(pre_tool_use(), env).stdout) is None  # new intent, fresh start
+    assert denial(run_hook(pre_tool_use(agent_id="sub"), env).stdout) is not None
+
+
+def test_reset_on_user_prompt_can_be_turned_off(tmp_path: Path) -> None:
+    config = tmp_path / "cb.json"
+    config.write_text(json.dumps({"resetOnUserPrompt": False}))
+    env = hook_env(tmp_path, DSH_CIRCUIT_BREAKER_CONFIG=str(config))
+    for _ in range(6):
+        run_hook(pre_tool_use(), env)
+    run_hook(prompt_submit(), env)
+    assert denial(run_hook(pre_tool_use(), env).stdout) is not None
+
+
+def test_claude_code_exempt_spellings(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    for tool in ("TodoWrite", "AskUserQuestion", "ExitPlanMode", "todo_write"):
+        outs = [run_hook(pre_tool_use(tool, {"todos": []}), env) for _ in range(8)]
+        assert all(o.stdout == "" and o.returncode == 0 for o in outs), tool
+    assert not (state_dir(tmp_path) / "state.db").exists()  # unguarded: no store opened
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"not json at all",
+        b"",
+        b"[1, 2, 3]",
+        b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}',
+        b'{"session_id": "s", "hook_event_name": "PreToolUse", "tool_input": {}}',
+        b'{"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash"}',
+        b'{"session_id": 7, "hook_event_name": "PreToolUse", "tool_name": "B", "tool_input": {}}',
+        b'{"session_id": "s", "hook_event_name": "PostToolUse", "tool_name": "Bash"}',
+        b'{"session_id": "s"}',
+        b"\xff\xfe garbage bytes",
+        b"[" * 100000,
+    ],
+    ids=lambda p: repr(p[:30]),
+)
+def test_garbage_allows_with_one_stderr_line(tmp_path: Path, payload: bytes) -> None:
+    done = run_hook(payload, hook_env(tmp_path))
+    assert done.returncode == 0
+    assert done.stdout == ""  # allowed: no decision printed, and never a traceback
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("dsh-circuit-breaker hook: ")
+
+
+def test_huge_event_allows_with_one_stderr_line(tmp_path: Path) -> None:
+    big = pre_tool_use("Write", {"file_path": "/tmp/x", "content": "x" * (17 * 1024 * 1024)})
+    done = run_hook(big, hook_env(tmp_path))
+    assert (done.returncode, done.stdout) == (0, "")
+    assert len(done.stderr.splitlines()) == 1 and "larger than" in done.stderr
+
+
+def test_unknown_fields_are_tolerated(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    codex = {"turn_id": "t-9", "model": "gpt-5-codex", "permission_mode": "default"}
+    outs = [
+        run_hook(pre_tool_use("Bash", {"command": "ls"}, future_field={"x": 1}, **codex), env)
+        for _ in range(7)
+    ]
+    assert [denial(o.stdout) is None for o in outs] == [True] * 6 + [False]
+    assert all(o.stderr == "" for o in outs)
+
+
+def test_bad_arguments_and_bad_config_allow(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    done = run_hook(pre_tool_use(), env, "--bogus")
+    assert (done.returncode, done.stdout, len(done.stderr.splitlines())) == (0, "", 1)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"duplicateLimit": -1}')
+    done = run_hook(pre_tool_use(), env, "--config", str(bad))
+    assert (done.returncode, done.stdout) == (0, "")
+    assert len(done.stderr.splitlines()) == 1 and "duplicateLimit" in done.stderr
+    missing = run_hook(pre_tool_use(), env, "--config", str(tmp_path / "nope.toml"))
+    assert (missing.returncode, missing.stdout, len(missing.stderr.splitlines())) == (0, "", 1)
+
+
+def test_config_file_and_state_url_options(tmp_path: Path) -> None:
+    toml = tmp_path / "cb.toml"
+    toml.write_text('duplicateLimit = 2\nwindow = 10\nincidentLog = ""\n')
+    state = tmp_path / "elsewhere" / "s.db"
+    env = hook_env(tmp_path)
+    outs = [
+        run_hook(pre_tool_use(), env, "--config", str(toml), "--state", f"sqlite:///{state}")
+        for _ in range(3)
+    ]
+    assert [denial(o.stdout) is None for o in outs] == [True, True, False]
+    assert state.exists() and not (state_dir(tmp_path) / "state.db").exists()
+    assert not (state_dir(tmp_path) / "incidents.jsonl").exists()  # incidentLog "" is off
+    # The same through the environment, and a state URL named in the config file.
+    other = tmp_path / "other.db"
+    toml.write_text(f'duplicateLimit = 1\nwindow = 10\nstate = "sqlite:///{other}"\n')
+    env = hook_env(tmp_path, DSH_CIRCUIT_BREAKER_CONFIG=str(toml))
+    outs = [run_hook(pre_tool_use(), env) for _ in range(2)]
+    assert [denial(o.stdout) is None for o in outs] == [True, False]
+    assert other.exists()
+    env["DSH_CIRCUIT_BREAKER_STATE"] = f"sqlite:///{tmp_path}/env.db"
+    assert denial(run_hook(pre_tool_use(), env).stdout) is None  # a fresh store
+    assert (tmp_path / "env.db").exists()
+
+
+def test_user_config_file_is_found(tmp_path: Path) -> None:
+    directory = tmp_path / "config" / "dsh-circuit-breaker"
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(
+        json.dumps([{"id": "other"}, {"id": "circuit-breaker", "config": {"duplicateLimit": 1}}])
+    )
+    env = hook_env(tmp_path)
+    outs = [run_hook(pre_tool_use(), env) for _ in range(2)]
+    assert [denial(o.stdout) is None for o in outs] == [True, False]
+    assert "1 times (limit 1" in (denial(outs[1].stdout) or "")
+
+
+def test_no_argument_content_on_disk(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    secret = "sk-live-0123456789abcdef-secret"
+    for _ in range(8):
+        run_hook(pre_tool_use("Bash", {"command": f"curl -H 'Authorization: {secret}'"}), env)
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "incidents.jsonl" for p in files)
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path
+
+
+def test_sixteen_processes_forty_events_allow_exactly_six(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    event = pre_tool_use("Bash", {"command": "npm test"}, session="shared")
+
+    def worker(_: int) -> list[bool]:
+        return [denial(run_hook(event, env).stdout) is None for _ in range(40)]
+
+    with ThreadPoolExecutor(16) as pool:
+        results = [allowed for batch in pool.map(worker, range(16)) for allowed in batch]
+    assert len(results) == 640
+    assert results.count(True) == 6
+    with sqlite3.connect(state_dir(tmp_path) / "state.db") as db:
+        (data,) = db.execute("SELECT state FROM agents WHERE agent = 'shared'").fetchone()
+    assert json.loads(data)["calls"] == 6
+
+
+KILL_CHILD = r"""
+import os, sys, time
+from dsh_circuit_breaker import CircuitBreaker, Config
+from dsh_circuit_breaker.stores.sqlite import SQLiteStore
+
+store = SQLiteStore(sys.argv[1], Config())
+db = store._connect()
+
+class Stall:
+    # Forwards to the real connection, but stops dead just before COMMIT: the row
+    # is written inside the open transaction, and the parent kills us there.
+    def __getattr__(self, name):
+        return getattr(db, name)
+
+    def execute(self, sql, *args):
+        if sql == "COMMIT":
+            os.write(1, b"in-transaction\n")
+            time.sleep(60)
+        return db.execute(sql, *args)
+
+store._db = Stall()
+CircuitBreaker(Config(), state=store).check("victim", "Bash", {"command": "echo cbprobe4"})
+"""
+
+
+def test_sigkill_mid_transaction_leaves_the_store_consistent(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    db_path = state_dir(tmp_path) / "state.db"
+    event = pre_tool_use("Bash", {"command": "echo cbprobe4"}, session="victim")
+    for _ in range(3):
+        assert denial(run_hook(event, env).stdout) is None
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILL_CHILD, str(db_path)], stdout=subprocess.PIPE, env=env
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline() == b"in-transaction\n"  # holding the write lock now
+    child.kill()  # SIGKILL: no cleanup, no rollback of its own
+    child.wait()
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        (data,) = db.execute("SELECT state FROM agents WHERE agent = 'victim'").fetchone()
+    assert json.loads(data)["calls"] == 3  # the killed call's write never landed
+    # The lock died with the process: the next hooks run at once and count on from 3.
+    outs = [run_hook(event, env) for _ in range(4)]
+    assert [denial(o.stdout) is None for o in outs] == [True, True, True, False]
+    assert all(o.stderr == "" for o in outs)
+
+
+def test_hooks_killed_at_random_moments_never_corrupt(tmp_path: Path) -> None:
+    import random
+    import time
+
+    from hook_support import HOOK_COMMAND
+
+    env = hook_env(tmp_path)
+    event = pre_tool_use("Bash", {"command": "make"}, session="k")
+    rng = random.Random(7)
+    for _ in range(20):
+        child = subprocess.Popen(
+            HOOK_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env
+        )
+        assert child.stdin is not None
+        child.stdin.write(json.dumps(event).encode())
+        child.stdin.close()
+        time.sleep(rng.uniform(0.0, 0.05))
+        child.kill()
+        child.wait()
+
+    def committed() -> int:
+        path = state_dir(tmp_path) / "state.db"
+        if not path.exists():
+            return 0
+        with sqlite3.connect(path) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            tables = db.execute("SELECT name FROM sqlite_master WHERE name = 'agents'").fetchall()
+            row = tables and db.execute("SELECT state FROM agents WHERE agent = 'k'").fetchone()
+        return int(json.loads(row[0])["calls"]) if row else 0
+
+    before = committed()
+    assert before <= 6
+    after = [run_hook(event, env) for _ in range(7)]
+    assert all(o.returncode == 0 and o.stderr == "" for o in after)
+    assert [denial(o.stdout) is None for o in after].count(True) == 6 - before
+    assert committed() == 6
+
+
+def test_read_only_state_directory_allows_with_one_line(tmp_path: Path) -> None:
+    directory = state_dir(tmp_path)
+    directory.mkdir(parents=True)
+    undo = make_read_only(directory)
+    if undo is None:
+        pytest.skip("cannot make a directory read-only for root here (no mount, no chattr)")
+    try:
+        env = hook_env(tmp_path)
+        outs = [run_hook(pre_tool_use(), env) for _ in range(8)]
+    finally:
+        undo()
+    assert all(o.returncode == 0 and o.stdout == "" for o in outs)
+    for o in outs:
+        assert len(o.stderr.splitlines()) == 1, o.stderr
+        assert "state store unavailable" in o.stderr
