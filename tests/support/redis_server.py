@@ -62,6 +62,7 @@ class RedisServer:
         self.tls = tls  # (CA certificate, server certificate, server key): TLS only
         self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None
+        self._owner = os.getpid()  # a forked test worker inherits this object: hands off
 
     @property
     def url(self) -> str:
@@ -139,6 +140,8 @@ class RedisServer:
         self.process = None
 
     def close(self) -> None:
+        if os.getpid() != self._owner:
+            return
         self.stop()
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)

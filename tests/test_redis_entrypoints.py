@@ -1,0 +1,87 @@
+"""redis:// state URLs through the real entry points, as separate processes: the DSH guard
+process (`serve --stdio`) and the command hook (`hook --state`). Two processes that name
+one Redis share each agent, as two machines of a fleet would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from conftest import require
+from support.redis_server import fresh_url, redis_available
+
+CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
+
+
+@pytest.fixture(autouse=True)
+def _need_redis() -> None:
+    require(redis_available(), "redis-server and the redis extra")
+
+
+class Guard:
+    """One `dsh-circuit-breaker serve --stdio` process, spoken to one line at a time."""
+
+    def __init__(self, state: str, config: dict[str, Any]) -> None:
+        self.process = subprocess.Popen(
+            [*CLI, "serve", "--stdio"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.next_id = 0
+        hello = self.ask({"op": "hello", "config": config, "state": state})
+        assert hello["ok"], hello
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.next_id += 1
+        self.process.stdin.write(json.dumps({**request, "id": self.next_id}) + "\n")
+        self.process.stdin.flush()
+        reply: dict[str, Any] = json.loads(self.process.stdout.readline())
+        assert reply.get("id") == self.next_id
+        return reply
+
+    def check(self, agent: str, command: str) -> dict[str, Any]:
+        return self.ask(
+            {"op": "check", "agent": agent, "tool": "bash", "arguments": {"command": command}}
+        )
+
+    def close(self) -> str:
+        assert self.process.stdin is not None and self.process.stderr is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        return self.process.stderr.read()
+
+
+def test_two_guard_processes_share_agents_through_redis() -> None:
+    url = fresh_url()
+    config = {"duplicateLimit": 3, "window": 10, "maxCallsPerAgent": 8}
+    one, two = Guard(url, config), Guard(url, config)
+    try:
+        replies = [g.check("session-1", "npm test") for g in (one, two, one, two)]
+        assert [r["allowed"] for r in replies] == [True, True, True, False]
+        assert (replies[-1]["kind"], replies[-1]["count"]) == ("duplicate", 3)
+        # The cap counts the calls made through both processes.
+        for i in range(5):
+            assert (one if i % 2 else two).check("session-1", f"step {i}")["allowed"]
+        capped = one.check("session-1", "one more")
+        assert (capped["allowed"], capped["kind"], capped["count"]) == (False, "cap", 8)
+        assert not two.check("session-1", "and another")["allowed"]
+        assert two.check("session-2", "npm test")["allowed"]  # other agents are untouched
+    finally:
+        assert "Traceback" not in one.close() + two.close()
+
+
+def test_guard_process_with_unreachable_redis_allows_and_warns() -> None:
+    # Port 1 on loopback: nothing listens there; the connection is refused at once.
+    guard = Guard("redis://127.0.0.1:1/0", {"storeTimeout": 1.0})
+    try:
+        assert guard.check("session-1", "ls")["allowed"]
+    finally:
+        stderr = guard.close()
+    assert "state store unavailable" in stderr
