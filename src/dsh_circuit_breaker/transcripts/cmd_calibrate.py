@@ -235,7 +235,8 @@ def run(args: argparse.Namespace) -> int:
 def _print(outcomes: list[Outcome], streak: int, problems: Problems) -> None:
     head = outcomes[0]
     print(
-        f"{head.runs} runs; {head.loops} loop (one identical call {streak}+ times back to back). "
+        f"{head.runs} runs; {head.loops} with a loop (one identical call {streak}+ times back "
+        "to back). "
         "First row: the current config.\n"
     )
     table = Table(sys.stdout, COLUMNS)

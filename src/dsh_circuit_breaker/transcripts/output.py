@@ -37,8 +37,13 @@ class Table:
 
     def row(self, cells: Sequence[str]) -> None:
         parts = []
-        for (_, width, align), cell in zip(self.columns, cells, strict=False):
-            if len(cell) > width and width > 1:
-                cell = cell[: width - 1] + "…"
+        last = len(self.columns) - 1
+        for i, ((_, width, align), cell) in enumerate(zip(self.columns, cells, strict=False)):
+            if len(cell) > width > 1:
+                if i < last:  # run labels differ at the end (task 10, task 15): keep both ends
+                    head = (width - 1) // 2
+                    cell = cell[:head] + "…" + cell[len(cell) - (width - 1 - head) :]
+                else:
+                    cell = cell[: width - 1] + "…"
             parts.append(f"{cell:{align}{width}}")
         self.out.write("  ".join(parts).rstrip() + "\n")

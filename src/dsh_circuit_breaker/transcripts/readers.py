@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
-from itertools import islice
 
 from .formats import claude_code, dsh, mini_swe, openai_chat, tau2
 from .jsonstream import JsonStream, JsonStreamError
@@ -36,8 +35,11 @@ def detect(path: str) -> str | None:
         if head == "{":
             # A JSON document may be one long line: read at most 1 MiB of it here, unless
             # the name says JSONL (where one event line can be that long).
-            first = head + fh.readline(-1 if ".jsonl" in name else 1 << 20)
-            found = _detect_jsonl([first, *islice(fh, JSONL_SCAN)])
+            limit = -1 if ".jsonl" in name else 1 << 20
+            lines = [head + fh.readline(limit)]
+            while lines[-1].endswith("\n") and len(lines) <= JSONL_SCAN:
+                lines.append(fh.readline(limit))
+            found = _detect_jsonl([line for line in lines if line.strip()])
             if found is not None:
                 return found
     if ".jsonl" in name:
