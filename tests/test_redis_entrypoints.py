@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import require
+from dsh_circuit_breaker.stores import store_from_url
+from hook_support import denial, hook_env, pre_tool_use, prompt_submit, run_hook
 from support.redis_server import fresh_url, redis_available
 
 CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
@@ -85,3 +88,42 @@ def test_guard_process_with_unreachable_redis_allows_and_warns() -> None:
     finally:
         stderr = guard.close()
     assert "state store unavailable" in stderr
+
+
+def test_hook_processes_share_state_through_redis(tmp_path: Path) -> None:
+    """Each PreToolUse is a new hook process (Claude Code, Codex): with --state redis://
+    a loop is stopped on its 7th identical call, and a subagent is its own agent."""
+    url = fresh_url()
+    env = hook_env(tmp_path)
+    call = pre_tool_use("Bash", {"command": "pytest -q", "description": "run tests"})
+    outs = [run_hook(call, env, "--state", url) for _ in range(7)]
+    assert all(out.returncode == 0 for out in outs)
+    assert [denial(out.stdout) is None for out in outs] == [True] * 6 + [False]
+    reason = denial(outs[-1].stdout)
+    assert reason is not None and "NOT run" in reason and "6 times" in reason
+    # The state is in Redis, keyed by the session id (not in the default SQLite file).
+    keys = {agent for agent, _ in store_from_url(url).agents()}
+    assert keys == {"sess-1"}
+    assert not (tmp_path / "state" / "dsh-circuit-breaker" / "state.db").exists()
+    # A subagent of the same session has its own state.
+    sub = pre_tool_use("Bash", {"command": "pytest -q"}, agent_id="sub-1")
+    assert denial(run_hook(sub, env, "--state", url).stdout) is None
+    # The first denial reached the (default) incident log once.
+    log = tmp_path / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
+    assert [json.loads(line)["agent"] for line in log.read_text().splitlines()] == ["sess-1"]
+    # A person typing a prompt resets the main agent, in Redis.
+    assert run_hook(prompt_submit(), env, "--state", url).returncode == 0
+    assert denial(run_hook(call, env, "--state", url).stdout) is None
+
+
+def test_hook_state_url_from_environment(tmp_path: Path) -> None:
+    url = fresh_url()
+    env = hook_env(tmp_path, DSH_CIRCUIT_BREAKER_STATE=url)
+    run_hook(pre_tool_use(), env)
+    assert {agent for agent, _ in store_from_url(url).agents()} == {"sess-1"}
+
+
+def test_hook_with_unreachable_redis_allows_with_one_line(tmp_path: Path) -> None:
+    out = run_hook(pre_tool_use(), hook_env(tmp_path), "--state", "redis://127.0.0.1:1/0")
+    assert (out.returncode, out.stdout) == (0, "")
+    assert "state store unavailable" in out.stderr and "Traceback" not in out.stderr
