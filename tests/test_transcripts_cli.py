@@ -56,7 +56,9 @@ def test_analyze_table_and_totals(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert lines[0].split()[:6] == ["RUN", "TIME", "CALLS", "DIST", "FAIL", "STREAK"]
-    assert len([line for line in lines if re.match(r"^[a-z-]+\.session\.jsonl ", line)]) == 3
+    rows = lines[1 : lines.index("")]
+    assert len(rows) == 3
+    assert rows[0].startswith("bash-tool-turn.session.jsonl (e128dda9)")
     assert "3 runs, 6 tool calls" in out
     assert "2 failed" in out
 
