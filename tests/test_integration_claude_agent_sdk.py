@@ -263,3 +263,36 @@ def test_with_circuit_breaker_keeps_existing_hooks(tmp_path: Path) -> None:
     assert final(messages).result == GIVE_UP
     check_loop(fake, tmp_path / "ran.txt")
     assert calls == ["Bash"] * 9  # the user's own hook still sees every call
+
+
+def test_hook_output_and_bad_input_without_the_cli() -> None:
+    # The callback on its own, as the SDK calls it: odd input never denies and never raises.
+    hook = ClaudeCircuitBreaker(config=Config(duplicate_limit=1)).pre_tool_use
+    context: Any = {"signal": None}
+
+    async def call(data: Any) -> Any:
+        return await hook(data, "toolu_1", context)
+
+    good = {"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"}}
+    assert asyncio.run(call(good)) == {}
+    denied = asyncio.run(call(good))
+    assert denied["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
+    assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert denied["hookSpecificOutput"]["permissionDecisionReason"].startswith(DENIED)
+    # Another subagent of the same session is another agent.
+    assert asyncio.run(call({**good, "agent_id": "a1"})) == {}
+    for bad in (
+        {},
+        None,
+        {"session_id": "s"},
+        {"session_id": "", "tool_name": "Bash", "tool_input": {}},
+        {"session_id": "s", "tool_name": 3, "tool_input": {}},
+        {"session_id": "s", "tool_name": "Bash", "tool_input": {"x": object()}},
+        {"session_id": "s", "tool_name": "Bash", "tool_input": "not json"},
+    ):
+        assert asyncio.run(call(bad)) == {}, bad
+    # The exempt tools in Claude Code's spelling are never counted by default.
+    todo = {"session_id": "t", "tool_name": "TodoWrite", "tool_input": {"todos": []}}
+    default_hook = ClaudeCircuitBreaker().pre_tool_use
+    for _ in range(10):
+        assert asyncio.run(default_hook(todo, "toolu_2", context)) == {}

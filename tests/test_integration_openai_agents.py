@@ -315,3 +315,23 @@ def test_state_goes_with_the_run() -> None:
     # A second run of the same agent object starts fresh.
     Runner.run_sync(agent, "again")
     assert len(ran) == 12
+
+
+def test_a_failing_agent_id_fails_open(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(data: Any) -> str:
+        raise RuntimeError("no id here")
+
+    def eight_then_done(seen: list[dict[str, Any]]) -> Any:
+        n = len(outputs(seen))
+        if n < 8:
+            return function_call("search", {"query": "same"}, call_id=f"s{n}")
+        return assistant_message("done")
+
+    ran: list[str] = []
+    agent = Agent(name="broken", model=reactive(eight_then_done), tools=[search_tool(ran)])
+    guard_agent(agent, agent_id=broken)
+    with caplog.at_level("WARNING", logger="dsh_circuit_breaker"):
+        result = Runner.run_sync(agent, "go", max_turns=20)
+    assert len(ran) == 8
+    assert result.final_output == "done"
+    assert "call allowed" in caplog.text

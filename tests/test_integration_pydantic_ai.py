@@ -280,3 +280,27 @@ def test_custom_deny_message_and_exempt_tool() -> None:
     assert denied == []  # the custom text does not say "Circuit breaker"
     failed = [p for p in returns(result.all_messages()) if p.outcome == "failed"]
     assert [(p.tool_call_id, p.content) for p in failed] == [("f7", "no more fetch")]
+
+
+def test_a_failing_agent_id_fails_open(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(ctx: Any) -> str:
+        raise RuntimeError("no id here")
+
+    def eight_then_done(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        n = len(returns(messages))
+        if n < 8:
+            return ModelResponse(
+                parts=[ToolCallPart("search", {"query": "same"}, tool_call_id=f"s{n}")]
+            )
+        return ModelResponse(parts=[TextPart("done")])
+
+    ran: list[str] = []
+    capability = CircuitBreakerCapability(agent_id=broken)
+    agent = search_agent(capability, FunctionModel(eight_then_done), ran, "broken")
+    with caplog.at_level("WARNING", logger="dsh_circuit_breaker"):
+        result = agent.run_sync("go")
+    # Nothing can be judged, so nothing is refused, and the run is not disturbed.
+    assert len(ran) == 8
+    assert refusals(result.all_messages()) == []
+    assert result.output == "done"
+    assert "call allowed" in caplog.text

@@ -44,6 +44,12 @@ async def areset(breaker: CircuitBreaker, agent: Any) -> None:
         log.warning("dsh-circuit-breaker: could not reset agent state", exc_info=True)
 
 
+def warn_allowed(where: str) -> None:
+    """An adapter's own step failed (a user's agent_id function, odd harness input): the
+    call goes ahead, as SPEC's fail-open rule asks, and the error is logged once."""
+    log.warning("dsh-circuit-breaker: %s failed, call allowed", where, exc_info=True)
+
+
 def safe_reset(breaker: CircuitBreaker, agent: Any) -> None:
     try:
         breaker.reset(agent)

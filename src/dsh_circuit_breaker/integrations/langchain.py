@@ -29,7 +29,7 @@ from typing_extensions import NotRequired
 
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
-from ._common import acheck, areset, make_breaker, safe_reset
+from ._common import acheck, areset, make_breaker, safe_reset, warn_allowed
 
 STATE_FIELD = "circuit_breaker_agent"
 
@@ -101,8 +101,12 @@ class CircuitBreakerMiddleware(AgentMiddleware[CircuitBreakerState, Any, Any]):
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
     ) -> ToolResult:
-        call = request.tool_call
-        decision = self.breaker.check(_agent(request), call["name"], call["args"])
+        try:
+            agent, tool, arguments = _call(request)
+        except Exception:
+            warn_allowed("langchain wrap_tool_call")
+            return handler(request)
+        decision = self.breaker.check(agent, tool, arguments)
         if not decision.allowed:
             return _refusal(request, decision)
         return handler(request)
@@ -112,11 +116,20 @@ class CircuitBreakerMiddleware(AgentMiddleware[CircuitBreakerState, Any, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
     ) -> ToolResult:
-        call = request.tool_call
-        decision = await acheck(self.breaker, _agent(request), call["name"], call["args"])
+        try:
+            agent, tool, arguments = _call(request)
+        except Exception:
+            warn_allowed("langchain awrap_tool_call")
+            return await handler(request)
+        decision = await acheck(self.breaker, agent, tool, arguments)
         if not decision.allowed:
             return _refusal(request, decision)
         return await handler(request)
+
+
+def _call(request: ToolCallRequest) -> tuple[str, str, Any]:
+    call = request.tool_call
+    return _agent(request), str(call["name"]), call.get("args", {})
 
 
 def _field(state: Any) -> str | None:

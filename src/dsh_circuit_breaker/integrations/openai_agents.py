@@ -27,7 +27,7 @@ from agents.tool_guardrails import (
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import acheck, make_breaker, model_arguments
+from ._common import acheck, make_breaker, model_arguments, warn_allowed
 
 GUARDRAIL_NAME = "dsh_circuit_breaker"
 
@@ -95,13 +95,14 @@ class BreakerGuardrail:
         return self._runs.get(data.context.usage, data.agent)
 
     async def __call__(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
-        context = data.context
-        decision = await acheck(
-            self.breaker,
-            self.agent_for(data),
-            context.tool_name,
-            model_arguments(context.tool_arguments),
-        )
+        try:
+            agent = self.agent_for(data)
+            tool = data.context.tool_name
+            arguments = model_arguments(data.context.tool_arguments)
+        except Exception:
+            warn_allowed("openai-agents tool guardrail")
+            return ToolGuardrailFunctionOutput.allow()
+        decision = await acheck(self.breaker, agent, tool, arguments)
         if decision.allowed:
             return ToolGuardrailFunctionOutput.allow()
         return ToolGuardrailFunctionOutput.reject_content(

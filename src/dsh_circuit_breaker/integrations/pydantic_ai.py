@@ -23,7 +23,7 @@ from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import acheck, areset, make_breaker, model_arguments
+from ._common import acheck, areset, make_breaker, model_arguments, warn_allowed
 
 AgentIdFunc = Callable[[RunContext[Any]], str]
 
@@ -70,7 +70,11 @@ class CircuitBreakerCapability(AbstractCapability[Any]):
     ) -> AgentRunResult[Any]:
         if not self.breaker.config.reset_on_user_prompt:
             return await handler()
-        agent = self.agent_id(ctx)
+        try:
+            agent = self.agent_id(ctx)
+        except Exception:
+            warn_allowed("agent_id")
+            return await handler()
         if ctx.prompt is not None:
             await areset(self.breaker, agent)
         deferred = False
@@ -94,9 +98,13 @@ class CircuitBreakerCapability(AbstractCapability[Any]):
     ) -> dict[str, Any]:
         # The model's own arguments, not the validated ones: validation fills defaults and
         # builds objects that may not serialize, and it is the model's repetition we judge.
-        decision = await acheck(
-            self.breaker, self.agent_id(ctx), call.tool_name, model_arguments(call.args)
-        )
+        try:
+            agent = self.agent_id(ctx)
+            arguments = model_arguments(call.args)
+        except Exception:
+            warn_allowed("pydantic-ai before_tool_execute")
+            return args
+        decision = await acheck(self.breaker, agent, call.tool_name, arguments)
         if not decision.allowed:
             raise ToolFailed(decision.message or "Circuit breaker: this call was NOT run.")
         return args
