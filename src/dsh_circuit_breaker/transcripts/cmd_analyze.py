@@ -8,7 +8,7 @@ from typing import Any
 
 from .analysis import AgentRun, runs_of
 from .model import Problems
-from .options import add_input_arguments, seconds, transcripts
+from .options import add_input_arguments, pipe_safe, seconds, transcripts
 from .output import JsonReport, Table
 
 
@@ -66,6 +66,7 @@ COLUMNS = [
 ]
 
 
+@pipe_safe
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     problems = Problems(stream=sys.stderr)

@@ -23,6 +23,7 @@ from .options import (
     add_input_arguments,
     config_or_exit,
     config_summary,
+    pipe_safe,
     seconds,
     transcripts,
 )
@@ -199,6 +200,7 @@ COLUMNS = [
 ]
 
 
+@pipe_safe
 def run(args: argparse.Namespace) -> int:
     current = config_or_exit(args)
     if current is None:

@@ -19,6 +19,7 @@ from .options import (
     add_input_arguments,
     config_or_exit,
     config_summary,
+    pipe_safe,
     iso,
     seconds,
     transcripts,
@@ -92,6 +93,7 @@ COLUMNS = [
 ]
 
 
+@pipe_safe
 def run(args: argparse.Namespace) -> int:
     config = config_or_exit(args)
     if config is None:

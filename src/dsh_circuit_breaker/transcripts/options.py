@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -14,6 +16,21 @@ from ..config import Config, ConfigError
 from .model import Problems, Transcript
 from .readers import FORMATS, read_transcripts
 from .sources import walk
+
+
+def pipe_safe(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`... | head` closing the pipe early ends the command quietly, not with a traceback."""
+
+    @functools.wraps(run)
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # so the exit-time flush does not fail too
+            return 1
+
+    return wrapper
 
 
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:

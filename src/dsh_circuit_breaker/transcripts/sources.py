@@ -21,8 +21,13 @@ class MissingZstandard(RuntimeError):
     pass
 
 
+# Files that sit beside transcripts and copy some of their rows: reading them too would
+# count those calls twice (Claude Code keeps a resume cache in the session's folder).
+NOT_TRANSCRIPTS = frozenset({"resume-head.jsonl"})
+
+
 def is_transcript_name(name: str) -> bool:
-    return name.endswith(SUFFIXES)
+    return name.endswith(SUFFIXES) and name not in NOT_TRANSCRIPTS
 
 
 def walk(paths: list[str], problems: Problems) -> Iterator[str]:
