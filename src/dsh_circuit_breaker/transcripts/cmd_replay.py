@@ -19,8 +19,8 @@ from .options import (
     add_input_arguments,
     config_or_exit,
     config_summary,
-    pipe_safe,
     iso,
+    pipe_safe,
     seconds,
     transcripts,
 )
