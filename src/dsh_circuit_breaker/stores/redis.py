@@ -75,7 +75,7 @@ class RedisStore:
             "connection_class", Connection
         )
         # AUTH and SELECT are sent by us in the same write as the first WATCH/GET, so a
-        # fresh connection costs one round trip more than a TCP connect, never several.
+        # fresh connection costs a TCP (or TLS) connect and no round trip of its own.
         self._password: str | None = kwargs.pop("password", None) or os.environ.get(
             "REDIS_PASSWORD"
         )
@@ -90,7 +90,7 @@ class RedisStore:
             health_check_interval=0,
             driver_info=None,
             # RESP2: redis-py would otherwise open every connection with a HELLO 3 round
-            # trip; RESP2 needs none when there is no password or database to select.
+            # trip; RESP2 needs no handshake (AUTH and SELECT ride with our first write).
             protocol=2,
         )
         self._kwargs = kwargs
@@ -144,38 +144,30 @@ class RedisStore:
         self._with_connection(run)
 
     def agents(self) -> Iterator[tuple[str, AgentState]]:
-        """Every live agent under this store's prefix (a SCAN: fine for tools, not hot paths)."""
+        """Every live agent under this store's prefix: a SCAN, for tools, not hot paths.
+        Each page (SCAN, then MGET of its keys) has a budget of its own."""
         pattern = _glob_escape(self._prefix) + b"*"
+        cursor: Any = b"0"
+        while True:
 
-        def scan(conn: AbstractConnection, deadline: float, fresh: bool) -> list[bytes]:
-            keys: list[bytes] = []
-            cursor: Any = b"0"
-            while True:
-                ((cursor, batch),) = self._round_trip(
+            def page(
+                conn: AbstractConnection, deadline: float, fresh: bool, cursor: Any = cursor
+            ) -> tuple[Any, list[bytes], list[Any]]:
+                ((after, keys),) = self._round_trip(
                     conn, deadline, [("SCAN", cursor, "MATCH", pattern, "COUNT", 500)], fresh=fresh
                 )
-                fresh = False
-                keys.extend(batch)
-                if cursor in (b"0", 0, "0"):
-                    return keys
+                if not keys:
+                    return after, [], []
+                (values,) = self._round_trip(conn, deadline, [("MGET", *keys)])
+                return after, keys, values
 
-        keys = self._with_connection(scan)
-        for start in range(0, len(keys), 200):
-            batch = keys[start : start + 200]
-
-            def fetch(
-                conn: AbstractConnection, deadline: float, fresh: bool, batch: list[bytes] = batch
-            ) -> list[Any]:
-                (values,) = self._round_trip(conn, deadline, [("MGET", *batch)], fresh=fresh)
-                result: list[Any] = values
-                return result
-
-            for key, raw in zip(batch, self._with_connection(fetch), strict=True):
+            cursor, keys, values = self._with_connection(page)
+            for key, raw in zip(keys, values, strict=True):
                 if raw is not None:  # expired or reset between SCAN and MGET
-                    yield (
-                        key[len(self._prefix) :].decode("utf-8", "surrogateescape"),
-                        (AgentState.loads(raw)),
-                    )
+                    agent = key[len(self._prefix) :].decode("utf-8", "surrogateescape")
+                    yield agent, AgentState.loads(raw)
+            if cursor in (b"0", 0, "0"):
+                return
 
     def close(self) -> None:
         with self._lock:
