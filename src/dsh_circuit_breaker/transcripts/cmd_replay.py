@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
             f"\n{summary['runs']} runs, {summary['calls']} tool calls. With "
             f"{_config_text(config)}: {summary['runs_with_denial']} runs would have had a call "
             f"denied; {summary['denied']} calls denied ({_kinds(summary['denied_by_kind'])}), "
-            f"saving {summary['calls_saved']} calls and {seconds(summary['time_saved_s'])}."
+            f"saving {summary['calls_saved']} calls{_time_text(summary['time_saved_s'])}."
         )
         if problems.count:
             print(f"{problems.count} unreadable lines or files skipped (listed on stderr)")
@@ -146,6 +146,10 @@ def _cells(row: dict[str, Any]) -> list[str]:
     if "/" in agent and agent.rsplit("/", 1)[-1] not in label:
         label = f"{label} [{agent.rsplit('/', 1)[-1]}]"
     return [label, str(row["calls"]), str(row["denied"]), seconds(row["time_saved_s"]), text]
+
+
+def _time_text(value: float | None) -> str:
+    return " (no timestamps to measure time)" if value is None else f" and {seconds(value)}"
 
 
 def _kinds(kinds: dict[str, int]) -> str:

@@ -2,7 +2,7 @@
 
 Each run gets a timeline: calls left to right (by time where the transcript has
 timestamps, else by call number), each call drawn at the height of how many times that
-identical call has run so far in the run. Healthy work stays near the floor; a loop is a
+identical call has been made so far in the run. Healthy work stays near the floor; a loop is a
 ramp climbing past the dashed limit line, and every call the breaker would have denied
 is a red cross.
 """
@@ -88,7 +88,7 @@ def timeline_svg(pic: RunPicture) -> str:
     middle = TOP + plot_h / 2
     out.append(
         f'<text x="11" y="{middle}" class="label" text-anchor="middle" '
-        f'transform="rotate(-90 11 {middle})">times this call ran</text>'
+        f'transform="rotate(-90 11 {middle})">times this call was made</text>'
     )
     if pic.limit < top:
         y = sy(pic.limit)
@@ -108,7 +108,7 @@ def timeline_svg(pic: RunPicture) -> str:
         tip = ""
         if titles:
             verdict = " DENIED" if denied else ""
-            tip = f"<title>#{number} {escape(tool)} (run {copies}x){verdict}</title>"
+            tip = f"<title>#{number} {escape(tool)} (made {copies}x){verdict}</title>"
         if denied:
             d = 3.2
             cross = f"M{cx - d:.1f} {cy - d:.1f}L{cx + d:.1f} {cy + d:.1f}"
