@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "choose limits from your own transcripts",
     ),
     "hook": ("dsh_circuit_breaker.hook", "PreToolUse command hook (Claude Code, Codex)"),
+    "status": ("dsh_circuit_breaker.commands.status", "agents in the state store, and limits"),
+    "incidents": ("dsh_circuit_breaker.commands.incidents", "the incident log, readable"),
 }
 
 

@@ -14,6 +14,8 @@ from typing import Any
 # target name -> module. Add a line per harness.
 TARGETS: dict[str, str] = {
     "dsh": "dsh_circuit_breaker.dsh.install",
+    "claude-code": "dsh_circuit_breaker.commands.claude_code",
+    "codex": "dsh_circuit_breaker.commands.codex",
 }
 
 

@@ -1,0 +1,83 @@
+"""`dsh-circuit-breaker status`: the agents in the state store, how close each is to a
+limit, and whether it is tripped (its next guarded call, or its next repeat, is denied)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from ..config import Config
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="config file (as the hook reads it)")
+    parser.add_argument("--state", metavar="URL", help="state URL (as the hook uses it)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per agent")
+    parser.add_argument("--limit", type=int, default=50, help="most recent agents shown (50)")
+
+
+def describe(agent: str, state: Any, config: Config) -> dict[str, Any]:
+    """One agent's standing: calls against the cap, its most repeated call against the
+    duplicate limit (counted as the rules count it), and what has tripped."""
+    copies = state.since if config.reset_on_new_call else state.counts
+    top = max(copies.values(), default=0)
+    cap = config.max_calls_per_agent
+    tripped = []
+    if cap and state.calls >= cap:
+        tripped.append("cap")
+    if top >= config.duplicate_limit:
+        tripped.append("duplicate")
+    return {
+        "agent": agent,
+        "calls": state.calls,
+        "cap": cap,
+        "topRepeat": top,
+        "duplicateLimit": config.duplicate_limit,
+        "tripped": tripped,
+        "reported": sorted(state.reported),
+        "updated": state.updated,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import ConfigError
+    from ..hook import hook_config, state_url
+    from ..stores import StoreUnavailable, store_from_url
+
+    try:
+        config, file_state = hook_config(args.config)
+        url = state_url(args.state, file_state)
+        store = store_from_url(url, config)
+        try:
+            rows = [describe(agent, state, config) for agent, state in store.agents()]
+        finally:
+            store.close()
+    except (ConfigError, StoreUnavailable) as exc:
+        print(f"error: {exc}")
+        return 1
+    rows.sort(key=lambda r: r["updated"], reverse=True)
+    shown = rows[: max(args.limit, 0)]
+    if args.json:
+        for row in shown:
+            print(json.dumps(row))
+        return 0
+    print(f"state: {url}  ({len(rows)} agent{'s' if len(rows) != 1 else ''})")
+    if not rows:
+        return 0
+    width = min(max(5, *(len(r["agent"]) for r in shown)), 60)
+    print(f"{'AGENT':<{width}}  {'CALLS':>11}  {'TOP REPEAT':>10}  {'TRIPPED':<15}  LAST CALL")
+    for row in shown:
+        calls = f"{row['calls']}/{row['cap']}" if row["cap"] else str(row["calls"])
+        repeat = f"{row['topRepeat']}/{row['duplicateLimit']}"
+        tripped = ",".join(row["tripped"]) or "-"
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["updated"]))
+        print(f"{_fit(row['agent'], width)}  {calls:>11}  {repeat:>10}  {tripped:<15}  {when}")
+    if len(rows) > len(shown):
+        print(f"... {len(rows) - len(shown)} more (use --limit)")
+    return 0
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else "..." + text[-(width - 3) :]

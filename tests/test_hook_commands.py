@@ -1,0 +1,220 @@
+"""install / uninstall / doctor for claude-code and codex, status and incidents: run as
+the user runs them (the real CLI in a subprocess) over a private HOME."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_circuit_breaker.commands import hook_settings as hs
+from hook_support import denial, hook_env, pre_tool_use, run_hook
+
+CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
+
+OTHER_HOOK = {"matcher": "Bash", "hooks": [{"type": "command", "command": "echo other"}]}
+
+
+def cli(
+    env: dict[str, str], *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def settings_of(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+@pytest.mark.parametrize(
+    ("target", "relative"),
+    [("claude-code", ".claude/settings.json"), ("codex", ".codex/hooks.json")],
+)
+def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(
+    tmp_path: Path, target: str, relative: str
+) -> None:
+    env = hook_env(tmp_path)
+    path = tmp_path / relative
+    path.parent.mkdir(parents=True)
+    before = {"model": "keep-me", "hooks": {"PreToolUse": [OTHER_HOOK]}}
+    path.write_text(json.dumps(before))
+    path.chmod(0o640)
+
+    first = cli(env, "install", target)
+    assert first.returncode == 0, first.stderr
+    assert "installed in" in first.stdout
+    after = settings_of(path)
+    assert after["model"] == "keep-me"
+    assert after["hooks"]["PreToolUse"][0] == OTHER_HOOK  # theirs first and untouched
+    ours = after["hooks"]["PreToolUse"][1]
+    assert "matcher" not in ours  # every tool
+    (handler,) = ours["hooks"]
+    assert handler["type"] == "command" and handler["timeout"] == hs.HOOK_TIMEOUT
+    command = handler["command"]
+    assert command.split()[0].startswith("/") and command.endswith(" hook")
+    assert after["hooks"]["UserPromptSubmit"] == [{"hooks": [handler]}]
+    assert (path.stat().st_mode & 0o777) == 0o640  # the file keeps its mode
+    backups = list(path.parent.glob(path.name + ".bak-*"))
+    assert [json.loads(b.read_text()) for b in backups] == [before]
+
+    second = cli(env, "install", target)
+    assert "already installed" in second.stdout
+    assert settings_of(path) == after
+    assert len(list(path.parent.glob(path.name + ".bak-*"))) == 1  # nothing changed
+
+    removed = cli(env, "uninstall", target)
+    assert removed.returncode == 0 and "removed from" in removed.stdout
+    assert settings_of(path) == before
+    again = cli(env, "uninstall", target)
+    assert "not installed" in again.stdout
+
+
+def test_project_and_local_scopes_and_reinstall_with_options(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    project = tmp_path / "repo"
+    project.mkdir()
+    done = cli(env, "install", "claude-code", "--scope", "local", "--project", str(project))
+    assert done.returncode == 0, done.stderr
+    local = project / ".claude" / "settings.local.json"
+    assert hs.our_commands(settings_of(local))
+    assert not (tmp_path / ".claude" / "settings.json").exists()
+    # Reinstalling with a state URL replaces our entry instead of adding a second one.
+    state = f"sqlite:///{tmp_path}/s.db"
+    cli(
+        env,
+        "install",
+        "claude-code",
+        "--scope",
+        "local",
+        "--project",
+        str(project),
+        "--state",
+        state,
+    )
+    found = hs.our_commands(settings_of(local))
+    assert {e: len(c) for e, c in found.items()} == {"PreToolUse": 1, "UserPromptSubmit": 1}
+    assert found["PreToolUse"][0].endswith(f"hook --state {state}")
+
+
+def test_invalid_settings_are_never_overwritten(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text("{ this is not json")
+    done = cli(env, "install", "claude-code")
+    assert done.returncode == 1 and "not valid JSON" in done.stdout
+    assert path.read_text() == "{ this is not json"
+
+
+def test_is_ours_recognizes_only_our_hook() -> None:
+    assert hs.is_ours("/venv/bin/dsh-circuit-breaker hook")
+    assert hs.is_ours("'/a b/dsh-circuit-breaker' hook --state sqlite:///x.db")
+    assert hs.is_ours("/usr/bin/python3 -m dsh_circuit_breaker.cli hook")
+    assert not hs.is_ours("/venv/bin/dsh-circuit-breaker status")
+    assert not hs.is_ours("echo dsh-circuit-breaker hook-ish")
+    assert not hs.is_ours("my-linter hook")
+    assert not hs.is_ours(None)
+
+
+def test_hook_command_runs_through_a_shell(tmp_path: Path) -> None:
+    command = hs.hook_command(str(tmp_path / "c f.json"), "sqlite:////tmp/a b.db")
+    assert hs.options_of(command) == (str(tmp_path / "c f.json"), "sqlite:////tmp/a b.db")
+    (tmp_path / "c f.json").write_text('{"duplicateLimit": 1}')
+    env = hook_env(tmp_path)
+    event = json.dumps(pre_tool_use(session="quoted"))
+    outs = [
+        subprocess.run(
+            ["bash", "-c", command], input=event, env=env, capture_output=True, text=True
+        )
+        for _ in range(2)
+    ]
+    assert [o.returncode for o in outs] == [0, 0]
+    assert [denial(o.stdout) is None for o in outs] == [True, False]
+    Path("/tmp/a b.db").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("target", ["claude-code", "codex"])
+def test_doctor_passes_on_a_good_install(tmp_path: Path, target: str) -> None:
+    env = hook_env(tmp_path)
+    cli(env, "install", target)
+    done = cli(env, "doctor", target, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PROBLEM" not in done.stdout
+    assert "hook command runs (PreToolUse" in done.stdout
+    assert "state store writable" in done.stdout
+    # The doctor's probe left no agent behind.
+    status = cli(env, "status", "--json")
+    assert status.stdout.strip() == ""
+
+
+def test_doctor_says_exactly_what_is_wrong(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    project = tmp_path / "p"
+    project.mkdir()
+    nothing = cli(env, "doctor", "claude-code", "--project", str(project))
+    assert nothing.returncode == 1
+    assert "the hook is not installed" in nothing.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"window": 2}')
+    cli(env, "install", "claude-code", "--config", str(bad))
+    broken = cli(env, "doctor", "claude-code", "--project", str(project))
+    assert broken.returncode == 1
+    assert "hook command warned on PreToolUse" in broken.stdout
+    assert "config key window" in broken.stdout  # names the key
+    # A hook pointing at an interpreter that is gone.
+    path = tmp_path / ".claude" / "settings.json"
+    data = settings_of(path)
+    for event in ("PreToolUse", "UserPromptSubmit"):
+        data["hooks"][event][0]["hooks"][0]["command"] = "/gone/bin/dsh-circuit-breaker hook"
+    path.write_text(json.dumps(data))
+    gone = cli(env, "doctor", "claude-code", "--project", str(project))
+    assert "hook command exited 127" in gone.stdout
+
+
+def test_status_shows_counts_and_trips(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    for _ in range(7):
+        run_hook(pre_tool_use("Bash", {"command": "ls"}, session="looper"), env)
+    run_hook(pre_tool_use("Bash", {"command": "ls"}, session="calm"), env)
+    rows = [json.loads(line) for line in cli(env, "status", "--json").stdout.splitlines()]
+    by_agent = {r["agent"]: r for r in rows}
+    assert by_agent["looper"]["calls"] == 6
+    assert by_agent["looper"]["topRepeat"] == 6
+    assert by_agent["looper"]["tripped"] == ["duplicate"]
+    assert by_agent["calm"]["tripped"] == [] and by_agent["calm"]["calls"] == 1
+    table = cli(env, "status").stdout
+    assert "looper" in table and "duplicate" in table and "6/300" in table
+
+
+def test_incidents_readable_and_follow(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    empty = cli(env, "incidents")
+    assert "no incidents yet" in empty.stdout
+    for _ in range(7):
+        run_hook(pre_tool_use(session="tripped-session"), env)
+    lines = cli(env, "incidents").stdout.splitlines()
+    assert len(lines) == 1
+    assert "duplicate" in lines[0] and "Bash" in lines[0] and "6/6" in lines[0]
+    assert lines[0].endswith("agent tripped-session")
+    follower = subprocess.Popen(
+        [*CLI, "incidents", "--follow"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert follower.stdout is not None
+        assert "tripped-session" in follower.stdout.readline()
+        for _ in range(7):
+            run_hook(pre_tool_use("Read", {"file_path": "/x"}, session="second"), env)
+        deadline = time.monotonic() + 10
+        line = follower.stdout.readline()
+        assert time.monotonic() < deadline
+        assert "agent second" in line and "Read" in line
+    finally:
+        follower.kill()
+        follower.wait()
