@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -321,7 +322,7 @@ def boot_check(
     command: list[str], profile: Profile, timeout: float = 60.0
 ) -> tuple[dict[str, Any] | None, str]:
     """Boot DSH's SDK app with this profile's and the home's patch layers (in DSH's order)
-    in a scratch home, and wait for the plugin's ready marker. Returns (marker, stderr)."""
+    in a scratch home, and read the plugin's ready marker. Returns (marker, stderr)."""
     with tempfile.TemporaryDirectory(prefix="dsh-cb-doctor-") as scratch:
         home = Path(scratch) / "home"
         (home / "profiles" / "sdk").mkdir(parents=True)
@@ -346,8 +347,27 @@ def boot_check(
             env=env,
             cwd=scratch,
         )
+        stderr_lines: list[bytes] = []
+        answered = threading.Event()
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        out, err = proc.stdout, proc.stderr
+
+        def read_stdout() -> None:
+            # DSH answers `initialize` once the whole plugin tree has been applied.
+            for line in iter(out.readline, b""):
+                if b'"doctor"' in line:
+                    answered.set()
+
+        readers = [
+            threading.Thread(target=read_stdout, daemon=True),
+            threading.Thread(
+                target=lambda: stderr_lines.extend(iter(err.readline, b"")), daemon=True
+            ),
+        ]
+        for reader in readers:
+            reader.start()
+        record = None
         try:
-            assert proc.stdin is not None and proc.stdout is not None
             request = {
                 "jsonrpc": "2.0",
                 "id": "doctor",
@@ -357,24 +377,29 @@ def boot_check(
             proc.stdin.write((json.dumps(request) + "\n").encode())
             proc.stdin.flush()
             deadline = time.monotonic() + timeout
-            record = None
+            grace: float | None = None
             while time.monotonic() < deadline and proc.poll() is None:
                 text = _read(marker)
                 if text:
                     record = json.loads(text.splitlines()[0])
                     break
+                if answered.is_set():
+                    # Booted; a plugin that is still starting its guard gets a moment more.
+                    grace = grace or time.monotonic() + 3.0
+                    if time.monotonic() > grace:
+                        break
                 time.sleep(0.05)
         finally:
             with contextlib.suppress(OSError):
-                if proc.stdin is not None:
-                    proc.stdin.close()
+                proc.stdin.close()
             try:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-        return record, stderr
+            for reader in readers:
+                reader.join(timeout=2)
+        return record, b"".join(stderr_lines).decode(errors="replace")
 
 
 def doctor(args: argparse.Namespace) -> int:
@@ -412,6 +437,9 @@ def doctor(args: argparse.Namespace) -> int:
             report(disabled in ("", "false", "null"), f"entry enabled (disabled: {disabled})")
             file = _file_of(entry.get("name", ""))
             report(file is not None and file.is_file(), f"plugin file exists: {entry.get('name')}")
+        if failures:
+            report(False, "DSH boot skipped: fix the problems above first")
+            return 1
         record, stderr = boot_check(command, profile)
         if record is None:
             report(False, "the plugin did not activate when DSH booted with this profile's layers")

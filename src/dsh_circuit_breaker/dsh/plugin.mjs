@@ -188,6 +188,7 @@ class Guard {
     this.nextId = 1;
     this.pending = new Map();
     this.stopped = false;
+    this.lastFailure = undefined;
   }
 
   // Start (or restart) the process and wait for its hello reply. Resolves to
@@ -234,8 +235,9 @@ class Guard {
     const hello = this.request(this.hello, this.startTimeoutMs).then((reply) => {
       let result;
       if (reply === undefined) {
-        const why = `guard did not start within ${this.startTimeoutMs} ms`;
-        this.trouble(why, child); // a no-op when its exit was already reported
+        // Either it died (already reported, with the reason) or it never answered.
+        const why = child === this.child ? `guard did not start within ${this.startTimeoutMs} ms` : this.lastFailure;
+        this.trouble(why, child);
         result = { ok: false, failure: why };
       } else if (reply.ok === true) {
         result = { ok: true, config: reply.config };
@@ -372,6 +374,7 @@ class Guard {
     if (this.stopped || child !== this.child) return;
     const last = this.starts >= 2;
     const next = last ? 'all further tool calls are allowed unchecked' : 'it will be restarted once';
+    this.lastFailure = why;
     this.logger.warn('dsh-circuit-breaker: %s; the call is allowed, %s', why, next);
     this.kill();
     if (last) this.gaveUp = true;
