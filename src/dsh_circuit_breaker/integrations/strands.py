@@ -1,0 +1,65 @@
+"""Strands Agents: the breaker as a hook provider.
+
+    from strands import Agent
+    from dsh_circuit_breaker.integrations.strands import CircuitBreakerHooks
+
+    agent = Agent(model=..., tools=[...], hooks=[CircuitBreakerHooks()])
+
+On `BeforeToolCallEvent` it asks the breaker; a denied call sets `event.cancel_tool` to
+the breaker's text: the tool does not run and the model gets an error tool result with
+that text for the call's toolUseId.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strands.hooks import (
+    BeforeInvocationEvent,
+    BeforeToolCallEvent,
+    HookProvider,
+    HookRegistry,
+)
+
+from ..breaker import CircuitBreaker
+from ..config import Config
+from ._common import acheck, areset, make_breaker, model_arguments, warn_allowed
+
+# Runs after every hook at the default order, so it judges the call as other hooks left it
+# (they may rewrite its input), and no hook after it can clear a refusal.
+ORDER = 1000
+
+
+class CircuitBreakerHooks(HookProvider):
+    """Refuses a tool call once its agent loops, as the breaker decides (see SPEC).
+
+    The agent is the `strands.Agent` object itself (one object holds one conversation);
+    its state goes when the object is collected. Share one provider, or one `breaker`,
+    between agents: each agent object still has its own state. With
+    `config.reset_on_user_prompt` (the default) each invocation with new input resets it.
+    """
+
+    def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
+        self.breaker = make_breaker(breaker, config)
+
+    def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
+        registry.add_callback(BeforeToolCallEvent, self.before_tool_call, order=ORDER)
+        registry.add_callback(BeforeInvocationEvent, self.before_invocation)
+
+    async def before_invocation(self, event: BeforeInvocationEvent) -> None:
+        if self.breaker.config.reset_on_user_prompt and event.messages:
+            await areset(self.breaker, event.agent)
+
+    async def before_tool_call(self, event: BeforeToolCallEvent) -> None:
+        if event.cancel_tool:
+            return  # another hook already refused it: it will not run, so it is not counted
+        try:
+            tool_use = event.tool_use
+            tool = str(tool_use["name"])
+            arguments = model_arguments(tool_use.get("input"))
+        except Exception:
+            warn_allowed("strands BeforeToolCallEvent")
+            return
+        decision = await acheck(self.breaker, event.agent, tool, arguments)
+        if not decision.allowed:
+            event.cancel_tool = decision.message or "Circuit breaker: this call was NOT run."
