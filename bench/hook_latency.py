@@ -1,0 +1,123 @@
+"""Wall time of one `dsh-circuit-breaker hook` call against `python -c pass`.
+
+A harness starts the hook as a new process for every tool call, so a Python start is
+most of its cost; the target is at most 1.5x an empty Python start with the same
+interpreter. All commands are measured interleaved in one run, as the median (and 90th
+percentile) of N rounds after a warm-up:
+
+- `python -c pass`                the baseline
+- `python -c "import json, sqlite3"`  what any Python hook over this store must import
+- hook, allowed                   a PreToolUse with a new call each time (store write)
+- hook, denied                    the same call past its limit (store write + output)
+- hook, unguarded tool            TodoWrite: exempt, no store opened
+
+Bytecode is cached for every command alike (PYTHONPYCACHEPREFIX in a temp dir), as an
+installed wheel has it; with PYTHONDONTWRITEBYTECODE and an editable install every hook
+would recompile the package each time.
+
+    .venv/bin/python bench/hook_latency.py [--rounds 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ENTRY = Path(sys.executable).parent / "dsh-circuit-breaker"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=10)
+    args = parser.parse_args()
+    hook = (
+        [str(ENTRY), "hook"]
+        if ENTRY.exists()
+        else [sys.executable, "-m", "dsh_circuit_breaker.cli", "hook"]
+    )
+
+    with tempfile.TemporaryDirectory(prefix="cb-bench-") as tmp:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("DSH_CIRCUIT_BREAKER_", "XDG_"))
+        }
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env.update(
+            HOME=tmp,
+            XDG_STATE_HOME=f"{tmp}/state",
+            XDG_CONFIG_HOME=f"{tmp}/config",
+            PYTHONPYCACHEPREFIX=f"{tmp}/pycache",
+        )
+        counter = iter(range(10**9))
+
+        def allowed() -> bytes:
+            n = next(counter)
+            return _event(f"session-{n % 8}", "Bash", {"command": f"pytest -k case_{n}"})
+
+        repeated = _event("looper", "Bash", {"command": "echo cbprobe4"})
+        todo = _event("session-0", "TodoWrite", {"todos": []})
+        cases = {
+            "python -c pass": ([sys.executable, "-c", "pass"], lambda: b""),
+            "python -c 'import json, sqlite3'": (
+                [sys.executable, "-c", "import json, sqlite3"],
+                lambda: b"",
+            ),
+            "hook, allowed (new call)": (hook, allowed),
+            "hook, denied (repeat past limit)": (hook, lambda: repeated),
+            "hook, unguarded tool (TodoWrite)": (hook, lambda: todo),
+        }
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for round_ in range(args.warmup + args.rounds):
+            for name, (command, payload) in cases.items():
+                data = payload()
+                started = time.perf_counter()
+                done = subprocess.run(command, input=data, env=env, capture_output=True)
+                elapsed = time.perf_counter() - started
+                if done.returncode != 0 or done.stderr:
+                    raise SystemExit(f"{name} failed: {done.returncode} {done.stderr!r}")
+                if round_ >= args.warmup:
+                    times[name].append(elapsed * 1000)
+        denied = subprocess.run(hook, input=repeated, env=env, capture_output=True).stdout
+        assert b'"deny"' in denied, "the repeated call should be denied by now"
+
+    base = statistics.median(times["python -c pass"])
+    print(f"interpreter: {sys.executable} ({sys.version.split()[0]})")
+    print(f"rounds: {args.rounds} (after {args.warmup} warm-up), interleaved\n")
+    print(f"{'command':<36} {'median ms':>10} {'p90 ms':>8} {'x baseline':>11}")
+    for name, values in times.items():
+        values.sort()
+        median = statistics.median(values)
+        p90 = values[int(len(values) * 0.9) - 1]
+        print(f"{name:<36} {median:>10.2f} {p90:>8.2f} {median / base:>10.2f}x")
+    hook_median = statistics.median(times["hook, allowed (new call)"])
+    extra = hook_median - base
+    ratio = hook_median / base
+    print(f"\nhook (allowed) over baseline: +{extra:.2f} ms, {ratio:.2f}x (target <= 1.5x)")
+    return 0
+
+
+def _event(session: str, tool: str, tool_input: dict[str, object]) -> bytes:
+    return json.dumps(
+        {
+            "session_id": session,
+            "transcript_path": f"/tmp/{session}.jsonl",
+            "cwd": "/tmp",
+            "hook_event_name": "PreToolUse",
+            "tool_name": tool,
+            "tool_input": tool_input,
+            "tool_use_id": "toolu_bench",
+        }
+    ).encode()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
