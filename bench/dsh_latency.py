@@ -1,0 +1,148 @@
+"""What the DSH plugin adds to each tool call, measured inside the real DSH runtime.
+
+    .venv/bin/python bench/dsh_latency.py [--calls 200] [--rounds 3]
+
+Runs the DeepSeek Harness runtime (deepseek-harness-sdk) against the scripted fake model,
+twice per round: once with the circuit-breaker plugin, once without it (the baseline, same
+runtime, same script). Every tool call is a new one (`bash echo <n>`), so each is checked
+and recorded and none is denied.
+
+1. Pre-execute time: a bench-only plugin (bench/dsh_timing_plugin.mjs), loaded before the
+   breaker, times the rest of DSH's `tools/pre-execute` waterfall for every call: with the
+   breaker that is plugin -> guard process -> plugin; without it, DSH's default. The added
+   latency is the difference of the medians. Target: median under 1 ms.
+2. Whole tool-call time: session wall time / calls, with and without, as a ratio (this
+   includes the model round trip and the bash process, so it is the user's view).
+3. For reference, the guard's round trip in a tight loop from a Python client (no idle gap
+   between calls, so no wake-up cost): the floor of what the pipe protocol costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from support.dsh_runtime import (  # noqa: E402
+    DshSession,
+    dsh_runtime_available,
+    insert_row,
+    insert_row_for,
+)
+from support.fake_anthropic import tool_use  # noqa: E402
+
+TIMING_PLUGIN = HERE / "dsh_timing_plugin.mjs"
+
+
+def one_run(calls: int, with_breaker: bool) -> tuple[list[float], float]:
+    """Per-call pre-execute microseconds, and wall seconds per tool call."""
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        session = DshSession(Path(tmp))
+        timings = Path(tmp) / "timings.tsv"
+        session.add_patch(
+            "timing.yml", insert_row_for(TIMING_PLUGIN, {"path": str(timings)}, "bench-timing")
+        )
+        if with_breaker:
+            session.add_patch("breaker.yml", insert_row({"python": sys.executable}))
+        turns: list[Any] = [
+            tool_use("bash", {"command": f"echo {i}", "description": "Count"}) for i in range(calls)
+        ]
+        started = time.perf_counter()
+        run = session.run(turns, timeout=600)
+        wall = time.perf_counter() - started
+        errors = [r for r in run.model.tool_results() if r.is_error]
+        if errors:
+            raise SystemExit(f"unexpected error results: {errors[:2]}")
+        if with_breaker and not (run.starts() and run.starts()[0]["ok"]):
+            raise SystemExit("the breaker plugin did not start its guard")
+        rows = [line.split("\t") for line in timings.read_text().splitlines()]
+        if len(rows) != calls:
+            raise SystemExit(f"timed {len(rows)} calls, expected {calls}")
+        return [float(r[2]) for r in rows], wall / calls
+
+
+def tight_loop(calls: int) -> list[float]:
+    guard = subprocess.Popen(
+        [sys.executable, "-m", "dsh_circuit_breaker.cli", "serve", "--stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert guard.stdin is not None and guard.stdout is not None
+    times = []
+    try:
+        for i in range(calls):
+            request = {"id": i, "agent": "a", "tool": "bash", "arguments": {"command": f"echo {i}"}}
+            line = json.dumps(request).encode() + b"\n"
+            started = time.perf_counter()
+            guard.stdin.write(line)
+            guard.stdin.flush()
+            guard.stdout.readline()
+            times.append((time.perf_counter() - started) * 1e6)
+    finally:
+        guard.stdin.close()
+        guard.wait()
+    return times
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=200, help="tool calls per session")
+    parser.add_argument("--rounds", type=int, default=3, help="with/without pairs")
+    args = parser.parse_args()
+    if not dsh_runtime_available():
+        print("deepseek-harness-sdk is not installed: pip install -e '.[dsh-test]'")
+        return 2
+
+    with_us: list[float] = []
+    without: list[float] = []
+    wall_with: list[float] = []
+    wall_without: list[float] = []
+    for _ in range(args.rounds):
+        # Alternate, so drift on the machine hits both sides alike.
+        t, w = one_run(args.calls, with_breaker=False)
+        without += t
+        wall_without.append(w)
+        t, w = one_run(args.calls, with_breaker=True)
+        with_us += t
+        wall_with.append(w)
+
+    n = len(with_us)
+    print(f"DSH runtime, {args.rounds} x {args.calls} tool calls each way ({n} per side)\n")
+    print("pre-execute waterfall per call (microseconds):")
+    print(f"  {'':18} {'median':>8} {'p90':>8} {'p99':>8}")
+    for label, values in (("no plugin", without), ("with breaker", with_us)):
+        print(
+            f"  {label:18} {statistics.median(values):8.1f} {pct(values, 0.9):8.1f}"
+            f" {pct(values, 0.99):8.1f}"
+        )
+    added = statistics.median(with_us) - statistics.median(without)
+    verdict = "meets" if added < 1000 else "MISSES"
+    print(f"  added by the breaker: median {added:.1f} us ({verdict} the < 1 ms target)")
+    ratio = statistics.median(with_us) / max(statistics.median(without), 0.1)
+    print(f"  ratio with/without: {ratio:.1f}x")
+    mw, mo = statistics.median(wall_with), statistics.median(wall_without)
+    print("\nwhole tool call (session wall time / calls; model round trip + bash included):")
+    print(f"  no plugin {mo * 1000:.2f} ms, with breaker {mw * 1000:.2f} ms, ratio {mw / mo:.3f}")
+    floor = tight_loop(2000)
+    print("\nguard round trip in a tight loop (Python client, 2000 calls, microseconds):")
+    median = statistics.median(floor)
+    print(f"  median {median:.1f}, p90 {pct(floor, 0.9):.1f}, p99 {pct(floor, 0.99):.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
