@@ -399,3 +399,25 @@ def test_open_text_replaces_undecodable_bytes(tmp_path: Path) -> None:
     path.write_bytes(b'{"a": "\xff"}\n')
     with open_text(str(path)) as fh:
         assert json.loads(fh.readline()) == {"a": "\ufffd"}
+
+
+@needs_corpus
+def test_dsh_subagent_session_is_its_own_agent(tmp_path: Path) -> None:
+    # Derived from the real fixture: the same session written again as a subagent's
+    # (header origin "subagent", parentSession), as DSH writes a child session file.
+    text = (DSH_FIXTURES / "bash-tool-turn.session.jsonl").read_text()
+    header, rest = text.split("\n", 1)
+    child = json.loads(header)
+    parent_id = child["id"]
+    child.update(id="c0ffee00-0000-4000-8000-000000000000", origin="subagent")
+    child["parentSession"] = parent_id
+    (tmp_path / "parent.session.jsonl").write_text(text)
+    (tmp_path / "child.session.jsonl").write_text(json.dumps(child) + "\n" + rest)
+    runs, problems = read(tmp_path)
+    assert problems.count == 0
+    by_agent = {calls[0].agent: t for t, calls in runs}
+    assert set(by_agent) == {parent_id, "c0ffee00-0000-4000-8000-000000000000"}
+    assert by_agent["c0ffee00-0000-4000-8000-000000000000"].label.endswith(
+        f"subagent of {parent_id[:8]}"
+    )
+    assert by_agent["c0ffee00-0000-4000-8000-000000000000"].meta["parentSession"] == parent_id

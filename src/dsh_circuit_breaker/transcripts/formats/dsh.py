@@ -58,6 +58,9 @@ def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
                 if is_header(event):
                     agent = event["id"]
                     t.label = f"{_label(t.source)} ({agent[:8]})"
+                    parent = event.get("parentSession")
+                    if event.get("origin") == "subagent" and isinstance(parent, str):
+                        t.label += f" subagent of {parent[:8]}"
                     t.saw_time(parse_time(event.get("createdAt")))
                     for key in ("parentSession", "origin", "delegationDepth"):
                         if key in event:
