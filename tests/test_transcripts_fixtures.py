@@ -1,0 +1,61 @@
+"""Readers and replay on real transcripts recorded from the real harnesses by the other
+end-to-end tests (tests/fixtures/transcripts/<harness>/, see the README there): the
+Claude Code CLI and the DSH runtime, each against the scripted fake model, with the
+breaker installed. Replaying such a transcript must reproduce what the installed breaker
+actually did in it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_circuit_breaker.cli import main
+from dsh_circuit_breaker.transcripts import Problems, detect, read_transcripts, walk
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "transcripts"
+CLAUDE = FIXTURES / "claude-code" / "cbprobe4-hook-denials.jsonl"
+
+
+def read(path: Path) -> list[tuple[Any, list[Any]]]:
+    problems = Problems(stream=None)
+    runs = [(t, list(t.calls())) for t in read_transcripts(walk([str(path)], problems), problems)]
+    assert problems.count == 0, problems.items
+    return runs
+
+
+def replay(capsys: pytest.CaptureFixture[str], path: Path, *extra: str) -> dict[str, Any]:
+    assert main(["replay", str(path), "--json", *extra]) == 0
+    result: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return result
+
+
+def test_claude_code_session_reads_the_ten_probe_calls() -> None:
+    assert detect(str(CLAUDE)) == "claude-code"
+    [(t, calls)] = read(CLAUDE)
+    assert t.format == "claude-code"
+    assert {c.agent for c in calls} == {"9368cae3-05d1-4c33-9f8d-776fe30ebaa1"}
+    assert [c.tool for c in calls] == ["Bash"] * 10
+    assert {c.arguments["command"] for c in calls} == {"echo cbprobe4 >> side.txt"}
+    assert len({c.arguments["description"] for c in calls}) == 10  # rewritten every call
+    # calls 7 to 10 were denied by the installed hook: error results
+    assert [c.failed for c in calls] == [False] * 6 + [True] * 4
+    assert all(c.time is not None for c in calls)
+    assert t.duration is not None and 0 < t.duration < 60
+
+
+def test_claude_code_replay_reproduces_the_real_hook_denials(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    [(_, calls)] = read(CLAUDE)
+    really_denied = [i for i, c in enumerate(calls, start=1) if c.failed]
+    [row] = replay(capsys, CLAUDE)["runs"]
+    first = row["first_denial"]
+    assert (first["call"], first["kind"], first["tool"]) == (really_denied[0], "duplicate", "Bash")
+    assert row["denied"] == len(really_denied) == 4
+    assert row["longest_streak"]["length"] == 10  # description is ignored: one call 10 times
+    # without ignoreArgs the rewritten description makes every call new: nothing denied
+    [row] = replay(capsys, CLAUDE, "--set", "ignoreArgs=[]")["runs"]
+    assert row["denied"] == 0
