@@ -8,7 +8,7 @@ from typing import Any
 
 from .analysis import AgentRun, runs_of
 from .model import Problems
-from .options import add_input_arguments, pipe_safe, seconds, transcripts
+from .options import add_input_arguments, count, pipe_safe, seconds, transcripts
 from .output import JsonReport, Table
 
 
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         t = totals.to_json()
         print(
-            f"\n{t['runs']} runs, {t['calls']} tool calls "
+            f"\n{count(t['runs'], 'run')}, {count(t['calls'], 'tool call')} "
             f"({t['distinct']} distinct per run, summed), "
             f"{t['failed']} failed, total time {seconds(t['duration_s'])}"
         )

@@ -23,6 +23,7 @@ from .options import (
     add_input_arguments,
     config_or_exit,
     config_summary,
+    count,
     pipe_safe,
     seconds,
     transcripts,
@@ -237,8 +238,8 @@ def run(args: argparse.Namespace) -> int:
 def _print(outcomes: list[Outcome], streak: int, problems: Problems) -> None:
     head = outcomes[0]
     print(
-        f"{head.runs} runs; {head.loops} with a loop (one identical call {streak}+ times back "
-        "to back). "
+        f"{count(head.runs, 'run')}; {head.loops} with a loop "
+        f"(one identical call {streak}+ times back to back). "
         "First row: the current config.\n"
     )
     table = Table(sys.stdout, COLUMNS)

@@ -19,6 +19,7 @@ from .options import (
     add_input_arguments,
     config_or_exit,
     config_summary,
+    count,
     iso,
     pipe_safe,
     seconds,
@@ -123,9 +124,9 @@ def run(args: argparse.Namespace) -> int:
         report.close({"total": summary, "problems": problems.to_json()})
     else:
         print(
-            f"\n{summary['runs']} runs, {summary['calls']} tool calls. With "
-            f"{_config_text(config)}: {summary['runs_with_denial']} runs would have had a call "
-            f"denied; {summary['denied']} calls denied ({_kinds(summary['denied_by_kind'])}), "
+            f"\n{count(summary['runs'], 'run')}, {count(summary['calls'], 'tool call')}. With "
+            f"{_config_text(config)}: {count(summary['runs_with_denial'], 'run')} "
+            f"would have had a call denied; {summary['denied']} calls denied ({_kinds(summary['denied_by_kind'])}), "
             f"saving {summary['calls_saved']} calls{_time_text(summary['time_saved_s'])}."
         )
         if problems.count:

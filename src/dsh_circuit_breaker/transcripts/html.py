@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from .options import seconds
+from .options import count, seconds
 
 PALETTE = (
     "#4e79a7",
@@ -188,8 +188,9 @@ def page(
     denied_runs = totals.get("runs_with_denial", 0)
     head = (
         f"<h1>{escape(title)}</h1>"
-        f'<p class="sub">{totals["runs"]} runs, {totals["calls"]} tool calls; '
-        f"{denied_runs} runs would have had a call denied, {totals['denied']} calls denied in all"
+        f'<p class="sub">{count(totals["runs"], "run")}, {count(totals["calls"], "tool call")}; '
+        f"{count(denied_runs, 'run')} would have had a call denied, "
+        f"{count(totals['denied'], 'call')} denied in all"
         f'{_saved(totals.get("time_saved_s"))}.<br><span class="cfg">{escape(cfg)}</span></p>'
     )
     hits = [row for row in rows if row.get("first_denial")]

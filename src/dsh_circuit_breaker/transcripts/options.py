@@ -146,6 +146,11 @@ def seconds(value: float | None) -> str:
     return f"{value / 3600:.1f}h"
 
 
+def count(n: int, word: str) -> str:
+    """`1 run`, `2 runs`: for the one-line summaries."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
