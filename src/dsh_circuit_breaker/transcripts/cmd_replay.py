@@ -126,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"\n{count(summary['runs'], 'run')}, {count(summary['calls'], 'tool call')}. With "
             f"{_config_text(config)}: {count(summary['runs_with_denial'], 'run')} "
-            f"would have had a call denied; {summary['denied']} calls denied ({_kinds(summary['denied_by_kind'])}), "
+            f"would have had a call denied; {summary['denied']} calls denied "
+            f"({_kinds(summary['denied_by_kind'])}), "
             f"saving {summary['calls_saved']} calls{_time_text(summary['time_saved_s'])}."
         )
         if problems.count:
