@@ -217,6 +217,29 @@ def test_bad_config_fails_loudly_at_startup_naming_the_key(session: DshSession) 
     assert "unknown config key 'duplicateLimt'" in stderr
 
 
+@pytest.mark.parametrize("reset", [True, False])
+def test_a_new_user_prompt_starts_the_agent_afresh(session: DshSession, reset: bool) -> None:
+    session.add_patch(
+        "breaker.yml",
+        insert_row({"python": python(), "duplicateLimit": 2, "resetOnUserPrompt": reset}),
+    )
+    side = session.work / "side.txt"
+    first = [probe(i, side) for i in range(1, 4)] + ["Stopped: the breaker refused it."]
+    second = [probe(i, side) for i in range(4, 6)] + ["Done again."]
+    run = session.run(first + second, more_prompts=["Try it once more."])
+
+    assert [r.final_response for r in run.results] == [
+        "Stopped: the breaker refused it.",
+        "Done again.",
+    ]
+    assert run.results[0].session_id == run.results[1].session_id
+    errors = [r.is_error for r in run.model.tool_results()]
+    if reset:  # the second prompt's two calls run again
+        assert errors == [False, False, True, False, False]
+    else:  # one window for the whole session
+        assert errors == [False, False, True, True, True]
+
+
 def test_looping_subagent_is_denied_while_its_parent_is_not(session: DshSession) -> None:
     """DSH's `subagent` tool starts a child agent with its own session id. Child and parent
     run the very same command; only the child repeats it past the limit, and only the

@@ -62,7 +62,8 @@ class DshRun:
     home: Path
     work: Path
     model: FakeAnthropic
-    result: Any = None  # deepseek_harness.RunResult
+    result: Any = None  # deepseek_harness.RunResult of the (first) prompt
+    results: list[Any] = field(default_factory=list)  # one per prompt, same session
     stderr: list[str] = field(default_factory=list)
     log_file: Path | None = None
     marker_file: Path | None = None
@@ -116,6 +117,7 @@ class DshSession:
         prompt: str = "Run the probe.",
         timeout: float = 120.0,
         after: Any = "All done.",
+        more_prompts: Sequence[str] = (),
     ) -> DshRun:
         from deepseek_harness import DeepSeekHarness, DeepSeekHarnessConfig
 
@@ -149,7 +151,10 @@ class DshSession:
             started = time.monotonic()
             harness = DeepSeekHarness(config)
             try:
-                run.result = harness.run(prompt)
+                one_session = harness.start_session()
+                for text in (prompt, *more_prompts):
+                    run.results.append(one_session.run(text))
+                run.result = run.results[0]
             finally:
                 run.stderr = list(harness.client._stderr_lines)
                 harness.close()

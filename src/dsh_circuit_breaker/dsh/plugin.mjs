@@ -73,6 +73,21 @@ export async function apply(ctx, config) {
     return { kind: 'deny', reason };
   });
   ctx.tools.guard((exec) => denied.get(exec));
+
+  // resetOnUserPrompt (default true): a new prompt from the user starts the agent afresh,
+  // as in the breaker's other integrations. DSH puts each prompt into the agent's inbox
+  // with source kind `user`; tool results and messages from other agents are not that.
+  if (started.config?.resetOnUserPrompt !== false) {
+    ctx.on('agent/inbox/inserted', (payload) => {
+      try {
+        if (payload?.message?.source?.kind !== 'user') return;
+        const agent = payload.agent;
+        if (agent !== null && typeof agent === 'object') guard.notify({ op: 'forget', ...agents.of(agent) });
+      } catch (error) {
+        logger.warn('dsh-circuit-breaker: could not reset on a user prompt: %s', String(error));
+      }
+    });
+  }
 }
 
 function positive(value, key, fallback) {
