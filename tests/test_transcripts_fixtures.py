@@ -12,11 +12,20 @@ from typing import Any
 
 import pytest
 
+from conftest import require
 from dsh_circuit_breaker.cli import main
 from dsh_circuit_breaker.transcripts import Problems, detect, read_transcripts, walk
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "transcripts"
 CLAUDE = FIXTURES / "claude-code" / "cbprobe4-hook-denials.jsonl"
+DSH = FIXTURES / "dsh" / "cbprobe4-breaker.session.v4.jsonl.zstd"
+
+
+def need_zstandard() -> None:
+    try:
+        import zstandard  # noqa: F401
+    except ImportError:
+        require(False, "the zstandard package (extra 'transcripts')")
 
 
 def read(path: Path) -> list[tuple[Any, list[Any]]]:
@@ -60,3 +69,31 @@ def test_claude_code_replay_reproduces_the_real_hook_denials(
     # without ignoreArgs the rewritten description makes every call new: nothing denied
     [row] = replay(capsys, CLAUDE, "--set", "ignoreArgs=[]")["runs"]
     assert row["denied"] == 0
+
+
+def test_dsh_v4_zstd_session_reads_the_ten_probe_calls() -> None:
+    need_zstandard()
+    assert detect(str(DSH)) == "dsh"
+    [(t, calls)] = read(DSH)
+    assert t.format == "dsh"
+    assert t.label.startswith("cbprobe4-breaker.session.v4.jsonl.zstd (")
+    assert {c.agent for c in calls} == {"session-9a817a5c33854805931d8fc2277a6d27"}
+    assert [(c.tool, c.arguments["command"]) for c in calls] == [("bash", "echo cbprobe4")] * 10
+    assert [c.call_id for c in calls] == [f"toolu_fake_{i:05d}" for i in range(1, 11)]
+    # DSH 0.2.1's v4 result shape: isError on the tool message; calls 7-10 were denied
+    assert [c.failed for c in calls] == [False] * 6 + [True] * 4
+    assert all(c.time is not None for c in calls)
+    assert t.duration is not None and 0 < t.duration < 60
+
+
+def test_dsh_replay_reproduces_the_real_plugin_denials(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    need_zstandard()
+    [(_, calls)] = read(DSH)
+    really_denied = [i for i, c in enumerate(calls, start=1) if c.failed]
+    [row] = replay(capsys, DSH)["runs"]
+    assert row["first_denial"]["call"] == really_denied[0] == 7
+    assert row["denied"] == len(really_denied) == 4
+    assert row["failed"] == 4
+    assert row["time_saved_s"] is not None and row["time_saved_s"] > 0

@@ -57,7 +57,8 @@ def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
             if number == 1 or event.get("type") == "session":
                 if is_header(event):
                     agent = event["id"]
-                    t.label = f"{_label(t.source)} ({agent[:8]})"
+                    short = agent.removeprefix("session-")[:8]
+                    t.label = f"{_label(t.source)} ({short})"
                     parent = event.get("parentSession")
                     if event.get("origin") == "subagent" and isinstance(parent, str):
                         t.label += f" subagent of {parent[:8]}"
@@ -94,15 +95,23 @@ def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
 
 
 def _outcomes(data: dict[str, Any]) -> Iterator[tuple[Any, bool]]:
+    """(call id, failed) for each call a tool/result event answers. Two shapes are in use:
+    the fixtures' `message.content[]` parts of type `tool-result` carrying `toolCallId` and
+    `isError`, and DSH 0.2.1's v4 log, where the `role: "tool"` message itself carries
+    `toolCallId` and `isError` (and `source.callId`)."""
     message = data.get("message")
-    errored = "error" in data and data["error"] is not None
+    errored = data.get("error") is not None
+    if not isinstance(message, dict):
+        return
     found = False
-    if isinstance(message, dict):
-        for part in message.get("content") or ():
-            if isinstance(part, dict) and part.get("type") == "tool-result":
-                found = True
-                yield part.get("toolCallId"), bool(part.get("isError")) or errored
-        if not found:
-            source = message.get("source")
-            if isinstance(source, dict):
-                yield source.get("callId"), errored
+    for part in message.get("content") or ():
+        if isinstance(part, dict) and part.get("type") == "tool-result":
+            found = True
+            yield part.get("toolCallId"), bool(part.get("isError")) or errored
+    if found:
+        return
+    call_id = message.get("toolCallId")
+    source = message.get("source")
+    if call_id is None and isinstance(source, dict):
+        call_id = source.get("callId")
+    yield call_id, bool(message.get("isError")) or errored
