@@ -37,13 +37,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["hook"] and "-h" not in argv and "--help" not in argv:
         # A harness runs the hook once per tool call: importing argparse would cost
-        # more than the decision, so the hook parses its two options itself.
+        # more than the decision, so the hook parses its two options itself (and, as a
+        # process of its own, ends without the interpreter's teardown).
         from .hook import main as hook_main
 
-        return hook_main(argv[1:])
+        return hook_main(argv[1:], exit_process=process)
     import argparse
     import importlib
 
