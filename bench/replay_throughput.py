@@ -86,17 +86,12 @@ def dsh_session(rng: random.Random, sid: str) -> str:
         cid = f"call_{n:04d}_{sid[:6]}"
         data = {"turn": 1, "step": n, "callId": cid, "name": tool, "arguments": json.dumps(args)}
         lines.append(json.dumps({"type": "tool/call", "seq": 2 * n, "time": t, "data": data}))
-        result = {
+        result = {  # DSH 0.2.1's v4 shape: the tool message carries id and isError
+            "role": "tool",
             "source": {"kind": "tool", "callId": cid},
-            "content": [
-                {
-                    "type": "tool-result",
-                    "toolCallId": cid,
-                    "content": [{"type": "text", "text": output(rng)}],
-                    "isError": rng.random() < 0.05,
-                }
-            ],
-            "role": "user",
+            "toolCallId": cid,
+            "content": [{"type": "text", "text": output(rng)}],
+            "isError": rng.random() < 0.05,
         }
         lines.append(
             json.dumps(
