@@ -207,7 +207,7 @@ def test_unresponsive_redis_costs_one_budget_per_retry_period() -> None:
         rest = [_timed(breaker, "a", "t", {"i": i})[1] for i in range(20)]
         breaker.close()
     assert first >= 0.27
-    assert max(rest) < 0.05  # no new attempt until retry_after has passed
+    assert max(rest) < 0.1  # no new attempt until retry_after has passed
 
 
 @contextlib.contextmanager
