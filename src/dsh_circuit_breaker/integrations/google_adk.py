@@ -1,0 +1,98 @@
+"""Google ADK: the breaker as a Runner plugin (its before_tool_callback).
+
+    from google.adk.runners import Runner
+    from dsh_circuit_breaker.integrations.google_adk import CircuitBreakerPlugin
+
+    runner = Runner(agent=root_agent, ..., plugins=[CircuitBreakerPlugin()])
+
+A plugin's `before_tool_callback` runs before every tool of every agent the runner runs
+(sub-agents, transfers, and `AgentTool` sub-runs, which inherit the runner's plugins). A
+denied call returns `{"error": text}`: ADK skips the tool, and the model gets that dict as
+the function response for the call's id.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.tool_context import ToolContext
+
+from ..breaker import CircuitBreaker
+from ..config import Config
+from ._common import acheck, areset, make_breaker, model_arguments, warn_allowed
+
+
+class _Guard:
+    """Identity, check and cleanup.
+
+    Agent identity: the agent's name within one invocation (one user message and all the
+    agent turns it causes), so a transfer target or a sub-agent counts on its own. With
+    `reset_on_user_prompt=False` the session id replaces the invocation id, so the count
+    follows the session across user messages.
+    """
+
+    def __init__(self, breaker: CircuitBreaker) -> None:
+        self.breaker = breaker
+        self._by_invocation: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+
+    def key(self, context: ToolContext) -> str:
+        agent = context.agent_name
+        if self.breaker.config.reset_on_user_prompt:
+            invocation = context.invocation_id
+            key = f"google-adk:{invocation}:{agent}"
+            with self._lock:  # remembered so the invocation's end can drop its state
+                self._by_invocation.setdefault(invocation, set()).add(key)
+            return key
+        session = context.session
+        return f"google-adk:{session.app_name}:{session.user_id}:{session.id}:{agent}"
+
+    async def check(
+        self, tool: BaseTool, args: Mapping[str, Any], context: ToolContext
+    ) -> dict[str, Any] | None:
+        try:
+            key = self.key(context)
+            name = tool.name
+            arguments = model_arguments(dict(args))
+        except Exception:
+            warn_allowed("google-adk before_tool_callback")
+            return None
+        decision = await acheck(self.breaker, key, name, arguments)
+        if decision.allowed:
+            return None
+        return {"error": decision.message or "Circuit breaker: this call was NOT run."}
+
+    async def finished(self, invocation_id: str) -> None:
+        with self._lock:
+            keys = self._by_invocation.pop(invocation_id, set())
+        for key in keys:
+            await areset(self.breaker, key)
+
+
+class CircuitBreakerPlugin(BasePlugin):
+    """Refuses a tool call once its agent loops, as the breaker decides (see SPEC)."""
+
+    def __init__(
+        self,
+        breaker: CircuitBreaker | None = None,
+        *,
+        config: Config | None = None,
+        name: str = "dsh_circuit_breaker",
+    ) -> None:
+        super().__init__(name=name)
+        self.breaker = make_breaker(breaker, config)
+        self._guard = _Guard(self.breaker)
+
+    async def before_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
+        return await self._guard.check(tool, tool_args, tool_context)
+
+    async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
+        # The invocation is over and its ids are never seen again: drop their state.
+        await self._guard.finished(invocation_context.invocation_id)

@@ -1,0 +1,284 @@
+"""Google ADK drives the breaker through a real Runner and LlmAgents; only the model is
+scripted (a small BaseLlm subclass answering from the request contents it is sent)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+import pytest
+
+from conftest import require
+
+try:
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import InMemoryRunner
+    from google.adk.tools.agent_tool import AgentTool
+    from google.genai import types
+    from pydantic import Field
+
+    from dsh_circuit_breaker.integrations.google_adk import CircuitBreakerPlugin
+
+    HAVE = True
+except ImportError:  # pragma: no cover - only without the extra
+    HAVE = False
+
+from dsh_circuit_breaker import CircuitBreaker, Config
+
+DENIED = "Circuit breaker: this search call was NOT run"
+GIVE_UP = "I keep being refused; stopping here."
+
+Call = tuple[str, dict[str, Any], str]  # function name, args, call id
+Response = tuple[str, str, dict[str, Any]]  # call id, name, response
+
+
+@pytest.fixture(autouse=True)
+def _need_adk() -> None:
+    require(HAVE, "google-adk (extra [google-adk])")
+
+
+if HAVE:
+
+    class ScriptedLlm(BaseLlm):
+        """Answers with `respond(contents)`: a text, or one function call."""
+
+        model: str = "scripted"
+        respond: Any = None
+        seen: list[Any] = Field(default_factory=list)
+
+        async def generate_content_async(
+            self, llm_request: LlmRequest, stream: bool = False
+        ) -> AsyncGenerator[LlmResponse, None]:
+            contents = list(llm_request.contents)
+            self.seen.append(contents)
+            answer = self.respond(contents)
+            if isinstance(answer, str):
+                part = types.Part(text=answer)
+            else:
+                name, args, call_id = answer
+                part = types.Part(
+                    function_call=types.FunctionCall(id=call_id, name=name, args=args)
+                )
+            yield LlmResponse(content=types.Content(role="model", parts=[part]))
+
+
+def responses(contents: list[Any]) -> list[Response]:
+    found = []
+    for content in contents:
+        for part in content.parts or []:
+            r = part.function_response
+            if r is not None:
+                found.append((str(r.id), str(r.name), dict(r.response or {})))
+    return found
+
+
+def refusals(contents: list[Any]) -> list[Response]:
+    return [r for r in responses(contents) if "Circuit breaker" in str(r[2].get("error", ""))]
+
+
+def this_turn(contents: list[Any]) -> list[Any]:
+    starts = [
+        i for i, c in enumerate(contents) if c.role == "user" and any(p.text for p in c.parts or [])
+    ]
+    return contents[starts[-1] :] if starts else contents
+
+
+def looping(tag: str, give_up_after: int = 3) -> ScriptedLlm:
+    def respond(contents: list[Any]) -> str | Call:
+        turn = this_turn(contents)
+        if len(refusals(turn)) >= give_up_after:
+            return GIVE_UP
+        mine = [r for r in responses(turn) if r[0].startswith(tag)]
+        return ("search", {"query": "same"}, f"{tag}-{len(mine)}")
+
+    return ScriptedLlm(respond=respond, seen=[])
+
+
+def scripted(respond: Callable[[list[Any]], str | Call]) -> ScriptedLlm:
+    return ScriptedLlm(respond=respond, seen=[])
+
+
+def search_tool(ran: list[str]) -> Any:
+    def search(query: str) -> str:
+        """Search the web."""
+        ran.append(query)
+        return f"results for {query}"
+
+    return search
+
+
+def runner_for(agent: Any, plugin: Any) -> InMemoryRunner:
+    return InMemoryRunner(app=App(name="test_app", root_agent=agent, plugins=[plugin]))
+
+
+def message(text: str) -> Any:
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+def run_sync(runner: InMemoryRunner, text: str, session: str = "s1") -> list[Any]:
+    _ensure_session(runner, session)
+    return list(runner.run(user_id="u", session_id=session, new_message=message(text)))
+
+
+async def run_async(runner: InMemoryRunner, text: str, session: str = "s1") -> list[Any]:
+    await runner.session_service.create_session(
+        app_name=runner.app_name, user_id="u", session_id=session
+    )
+    return [
+        e
+        async for e in runner.run_async(user_id="u", session_id=session, new_message=message(text))
+    ]
+
+
+def _ensure_session(runner: InMemoryRunner, session: str) -> None:
+    async def make() -> None:
+        found = await runner.session_service.get_session(
+            app_name=runner.app_name, user_id="u", session_id=session
+        )
+        if found is None:
+            await runner.session_service.create_session(
+                app_name=runner.app_name, user_id="u", session_id=session
+            )
+
+    asyncio.run(make())
+
+
+def final_text(events: list[Any]) -> str:
+    texts = [p.text for e in events if e.content for p in e.content.parts or [] if p.text]
+    return texts[-1] if texts else ""
+
+
+def check_loop(model: ScriptedLlm, events: list[Any], ran: list[str], tag: str = "loop") -> None:
+    assert ran == ["same"] * 6
+    last = model.seen[-1]
+    denied = refusals(last)
+    assert [r[0] for r in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
+    for _, name, response in denied:
+        assert name == "search"
+        assert str(response["error"]).startswith(DENIED)
+        assert "already run 6 times (limit 6" in response["error"]
+    mine = [r for r in responses(last) if r[0].startswith(tag)]
+    assert all("result" in r[2] for r in mine[:6])
+    assert final_text(events) == GIVE_UP
+
+
+def test_loop_is_refused_after_six_sync_and_async() -> None:
+    ran: list[str] = []
+    model = looping("loop")
+    agent = LlmAgent(name="looper", model=model, tools=[search_tool(ran)])
+    runner = runner_for(agent, CircuitBreakerPlugin())
+    check_loop(model, run_sync(runner, "find it"), ran)
+
+    ran.clear()
+    model = looping("loop")
+    agent = LlmAgent(name="looper", model=model, tools=[search_tool(ran)])
+    plugin = CircuitBreakerPlugin()
+    runner = runner_for(agent, plugin)
+    check_loop(model, asyncio.run(run_async(runner, "find it")), ran)
+    assert list(plugin.breaker.store.agents()) == []  # dropped when the invocation ended
+
+
+def test_healthy_edit_test_cycle_is_never_refused() -> None:
+    edits = 15
+    script: list[Call] = []
+    for i in range(edits):
+        script.append(("run_tests", {"path": "tests/"}, f"t{i}"))
+        script.append(("edit", {"file": "a.py", "text": f"fix {i}"}, f"e{i}"))
+    script.append(("run_tests", {"path": "tests/"}, "final"))
+    ran: list[str] = []
+
+    def run_tests(path: str) -> str:
+        """Run the tests."""
+        ran.append("test")
+        return "1 failed"
+
+    def edit(file: str, text: str) -> str:
+        """Edit a file."""
+        ran.append("edit")
+        return "ok"
+
+    def respond(contents: list[Any]) -> str | Call:
+        n = len(responses(contents))
+        return script[n] if n < len(script) else "all green"
+
+    model = scripted(respond)
+    agent = LlmAgent(name="coder", model=model, tools=[run_tests, edit])
+    runner = runner_for(agent, CircuitBreakerPlugin())
+    events = run_sync(runner, "fix the bug")
+    assert refusals(model.seen[-1]) == []
+    assert ran.count("test") == edits + 1
+    assert final_text(events) == "all green"
+
+
+def four_then(tag: str, then: Call) -> ScriptedLlm:
+    def respond(contents: list[Any]) -> str | Call:
+        mine = [r for r in responses(contents) if r[0].startswith(tag)]
+        if len(mine) < 4:
+            return ("search", {"query": "same"}, f"{tag}{len(mine)}")
+        if len(mine) == 4:
+            return then
+        return f"{tag} done"
+
+    return scripted(respond)
+
+
+def test_transfer_target_and_agent_tool_have_their_own_state() -> None:
+    # reset_on_new_call=False: every copy counts, so a shared state would trip the second
+    # agent at its 3rd call. The first agent searches 4 times, then hands over (a transfer
+    # in the same invocation, or an AgentTool sub-run); the second loops on the same search
+    # and must get its own 6.
+    for how in ("transfer", "agent_tool"):
+        ran: list[str] = []
+        child_model = looping("c")
+        child = LlmAgent(
+            name="child", model=child_model, tools=[search_tool(ran)], description="digs"
+        )
+        if how == "transfer":
+            then: Call = ("transfer_to_agent", {"agent_name": "child"}, "p-go")
+            root = LlmAgent(
+                name="root",
+                model=four_then("p", then),
+                tools=[search_tool(ran)],
+                sub_agents=[child],
+            )
+        else:
+            then = ("child", {"request": "dig"}, "p-go")
+            root = LlmAgent(
+                name="root", model=four_then("p", then), tools=[search_tool(ran), AgentTool(child)]
+            )
+        plugin = CircuitBreakerPlugin(config=Config(reset_on_new_call=False))
+        runner = runner_for(root, plugin)
+        events = run_sync(runner, "go")
+        assert len(ran) == 10, how
+        assert len(refusals(child_model.seen[-1])) == 3, how
+        every = [r for contents in child_model.seen for r in refusals(contents)]
+        assert {r[0] for r in every} == {"c-6", "c-7", "c-8"}, how
+        if how == "agent_tool":
+            assert final_text(events) == "p done"
+
+
+def test_new_message_resets_unless_configured_not_to() -> None:
+    ran: list[str] = []
+    agent = LlmAgent(name="a", model=looping("loop", 1), tools=[search_tool(ran)])
+    runner = runner_for(agent, CircuitBreakerPlugin())
+    run_sync(runner, "go")
+    run_sync(runner, "again")
+    assert len(ran) == 12
+
+    ran.clear()
+    model = looping("loop", 1)
+    agent = LlmAgent(name="a", model=model, tools=[search_tool(ran)])
+    keep = CircuitBreakerPlugin(CircuitBreaker(Config(reset_on_user_prompt=False)))
+    runner = runner_for(agent, keep)
+    run_sync(runner, "go")
+    run_sync(runner, "again")  # same session: the first call of the new message is refused
+    assert len(ran) == 6
+    assert [r[0] for r in refusals(this_turn(model.seen[-1]))] == ["loop-0"]
+    # Another session of the same user and agent is another agent.
+    run_sync(runner, "go", session="s2")
+    assert len(ran) == 12
