@@ -77,7 +77,8 @@ export async function apply(ctx, config) {
   // resetOnUserPrompt (default true): a new prompt from the user starts the agent afresh,
   // as in the breaker's other integrations. DSH puts each prompt into the agent's inbox
   // with source kind `user`; tool results and messages from other agents are not that.
-  if (started.config?.resetOnUserPrompt !== false) {
+  const resetOnUserPrompt = started.config?.resetOnUserPrompt ?? breakerConfig.resetOnUserPrompt ?? breakerConfig.reset_on_user_prompt;
+  if (resetOnUserPrompt !== false) {
     ctx.on('agent/inbox/inserted', (payload) => {
       try {
         if (payload?.message?.source?.kind !== 'user') return;
@@ -298,7 +299,6 @@ class Guard {
 
   // One decision. Undefined means allow.
   async check(agentRef, tool, args) {
-    const started = Date.now();
     if (this.gaveUp || this.stopped) return this.uncheckedCall();
     if (this.child === null) {
       if (this.starts >= 2) return this.giveUp();
@@ -306,16 +306,17 @@ class Guard {
       this.start();
     }
     const child = this.child;
-    const hello = await withTimeout(this.ready, this.timeoutMs);
+    // Resolved at once unless a (re)start is under way; a start gets its own budget, since
+    // a Python start-up takes far longer than an answer.
+    const hello = await withTimeout(this.ready, this.startTimeoutMs);
     if (hello === undefined) {
-      this.trouble(`guard not ready within ${this.timeoutMs} ms`, child);
+      this.trouble(`guard not ready within ${this.startTimeoutMs} ms`, child);
       return this.uncheckedCall(true);
     }
     if (hello.ok !== true) return this.uncheckedCall(true); // reported when it failed
-    const left = Math.max(1, this.timeoutMs - (Date.now() - started));
     let reply;
     try {
-      reply = await this.request({ op: 'check', tool, arguments: args, ...agentRef }, left);
+      reply = await this.request({ op: 'check', tool, arguments: args, ...agentRef }, this.timeoutMs);
     } catch {
       // Arguments JSON cannot carry (a cycle, a BigInt): the breaker could not judge them.
       return undefined;
