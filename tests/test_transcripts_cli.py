@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -177,10 +176,6 @@ def test_config_file_and_bad_overrides(capsys: pytest.CaptureFixture[str], tmp_p
     assert code == 2 and "missing.json" in err
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("dsh_circuit_breaker.config_file") is None,
-    reason="the shared config loader (config_file.py) is not in this tree",
-)
 @needs_corpus
 def test_config_file_in_toml_through_the_shared_loader(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
@@ -190,6 +185,11 @@ def test_config_file_in_toml_through_the_shared_loader(
     config.write_text("duplicateLimit = 4\n")
     report = run_json(capsys, "replay", str(path), "--config", str(config))
     assert report["runs"][0]["first_denial"]["call"] == 5
+    # a DSH patch row, as a DSH config holds it
+    rows = tmp_path / "patch.json"
+    rows.write_text(json.dumps([{"id": "circuit-breaker", "config": {"duplicateLimit": 3}}]))
+    report = run_json(capsys, "replay", str(path), "--config", str(rows))
+    assert report["runs"][0]["first_denial"]["call"] == 4
 
 
 @needs_corpus

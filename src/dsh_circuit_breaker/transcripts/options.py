@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
 import json
 import os
 import sys
@@ -94,26 +93,11 @@ def load_config(path: str | None, overrides: list[str]) -> Config:
 
 
 def _load_file(path: str) -> Config:
-    # The shared loader (TOML/JSON/YAML, DSH patch rows) lives in config_file.py once it
-    # exists; until then a JSON file is read as a plain config mapping.
-    try:
-        module = importlib.import_module("dsh_circuit_breaker.config_file")
-    except ImportError:
-        module = None
-    loader = getattr(module, "load_config", None) if module is not None else None
-    if loader is not None:
-        loaded = loader(path)
-        if isinstance(loaded, Config):
-            return loaded
-        raise ConfigError(f"{path}: the config loader returned {type(loaded).__name__}")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            mapping = json.load(fh)
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ConfigError(f"config file {path} is not valid JSON: {exc}") from None
-    return Config.from_mapping(mapping)
+    # The shared loader: TOML, JSON or YAML by extension, camelCase or snake_case keys, or a
+    # DSH patch row; a missing or invalid file is a ConfigError naming it.
+    from ..config_file import load_config as load_shared
+
+    return load_shared(path)
 
 
 def config_or_exit(args: argparse.Namespace) -> Config | None:
