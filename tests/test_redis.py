@@ -295,3 +295,35 @@ def test_unreadable_record_fails_open_and_spares_the_connection(caplog: Any) -> 
     breaker.reset("broken")
     assert breaker.check("broken", "t", {}).allowed
     breaker.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_same_decisions_as_memory_and_sqlite(seed: int, tmp_path: Path) -> None:
+    """Random runs (small windows, few distinct calls, resets) give the same decision,
+    kind and count through every store: the Redis path cannot drift from the others."""
+    import random
+
+    rng = random.Random(seed)
+    limit = rng.randint(1, 4)
+    config = Config(
+        duplicate_limit=limit,
+        window=rng.randint(limit, 8),
+        reset_on_new_call=rng.random() < 0.5,
+        max_calls_per_agent=rng.choice([0, 15, 40]),
+    )
+    urls = ["memory://", f"sqlite:///{tmp_path}/state.db", fresh_url()]
+    breakers = [CircuitBreaker(config, state=url) for url in urls]
+    for _ in range(400):
+        agent = rng.choice(["a", "b", "c"])
+        if rng.random() < 0.01:
+            for breaker in breakers:
+                breaker.reset(agent)
+            continue
+        args = {"q": rng.choice("ABCDE"), "description": str(rng.random())}
+        memory, *others = [
+            (d.allowed, d.kind, d.count, d.limit)
+            for d in (b.check(agent, "t", args) for b in breakers)
+        ]
+        assert others == [memory, memory]
+    for breaker in breakers:
+        breaker.close()
