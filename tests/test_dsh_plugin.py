@@ -23,11 +23,14 @@ from support.dsh_runtime import (
     DshSession,
     dsh_runtime_available,
     insert_row,
+    insert_row_for,
     override_row,
     python,
     wait_gone,
 )
 from support.fake_anthropic import tool_results_of, tool_use
+
+OVERRULE_PLUGIN = Path(__file__).parent / "support" / "dsh_overrule_plugin.mjs"
 
 
 @pytest.fixture
@@ -119,6 +122,39 @@ def test_healthy_edit_test_cycle_is_never_denied(session: DshSession) -> None:
     tests = results[1::2]
     assert [r.text.strip() for r in tests] == [f"version {v}" for v in range(1, 10)]
     assert run.starts()[0]["ok"]
+
+
+def test_denial_is_final_even_if_an_outer_listener_overrules_it(session: DshSession) -> None:
+    overruled = session.root / "overruled.txt"
+    # Inserted first, so its listener wraps ours and sees our decision come back.
+    session.add_patch(
+        "overrule.yml",
+        insert_row_for(OVERRULE_PLUGIN, {"path": str(overruled)}, "test-overrule"),
+    )
+    session.add_patch("breaker.yml", insert_row({"python": python(), "duplicateLimit": 2}))
+    side = session.work / "side.txt"
+    run = session.run([probe(i, side) for i in range(1, 5)])
+
+    assert len(overruled.read_text().splitlines()) == 2  # it did rewrite both denials
+    assert [r.is_error for r in run.model.tool_results()] == [False, False, True, True]
+    assert ran(side) == 2
+    assert run.model.tool_results()[2].text == denial(2, 2)
+
+
+def test_cap_refuses_every_further_call_but_exempt_tools_pass(session: DshSession) -> None:
+    session.add_patch("breaker.yml", insert_row({"python": python(), "maxCallsPerAgent": 3}))
+    calls: list[Any] = [
+        tool_use("bash", {"command": f"echo {i}", "description": "Count"}) for i in range(5)
+    ]
+    todo = {"todos": [{"content": "write the report", "status": "pending"}]}
+    calls.append(tool_use("todo_write", todo))
+    run = session.run(calls)
+
+    results = run.model.tool_results()
+    assert [r.is_error for r in results[:5]] == [False] * 3 + [True] * 2
+    cap = render(DEFAULT_MESSAGES["cap"], "bash", "cap", 3, 3)
+    assert results[3].text == "Error: " + cap
+    assert not results[5].text.startswith("Error: Circuit breaker")  # exempt by default
 
 
 def test_guard_killed_mid_run_is_restarted_once_then_calls_pass_unchecked(
