@@ -71,6 +71,9 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
+        # The store falls back to REDIS_PASSWORD; a developer's own must not reach the
+        # test servers (tests that want it set it themselves, with monkeypatch).
+        os.environ.pop("REDIS_PASSWORD", None)
         args = [
             str(REDIS_SERVER),
             "--bind", "127.0.0.1",
