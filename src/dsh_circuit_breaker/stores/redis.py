@@ -31,7 +31,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..config import Config, ConfigError
 from ..state import AgentState
-from .base import StoreUnavailable
+from .unavailable import StoreUnavailable
 
 try:
     from redis.backoff import NoBackoff
