@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -327,3 +328,17 @@ def test_same_decisions_as_memory_and_sqlite(seed: int, tmp_path: Path) -> None:
         assert others == [memory, memory]
     for breaker in breakers:
         breaker.close()
+
+
+def test_missing_client_library_is_a_clear_config_error() -> None:
+    code = (
+        "import sys; sys.modules['redis'] = None\n"  # as if the extra were not installed
+        "from dsh_circuit_breaker import ConfigError\n"
+        "from dsh_circuit_breaker.stores import store_from_url\n"
+        "try:\n"
+        "    store_from_url('redis://127.0.0.1:6379/0')\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "pip install 'dsh-circuit-breaker[redis]'" in out.stdout, out.stderr
