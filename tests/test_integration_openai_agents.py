@@ -181,7 +181,10 @@ def test_guard_agent_reaches_handoffs_and_agents_as_tools() -> None:
 
         return t
 
-    deep = Agent(name="deep", tools=[tool_named("deep_tool")])
+    from agents.mcp import MCPServerStdio
+
+    server = MCPServerStdio(params={"command": "true"})  # built, never started
+    deep = Agent(name="deep", tools=[tool_named("deep_tool")], mcp_servers=[server])
     helper = Agent(name="helper", tools=[tool_named("helper_tool")], handoffs=[handoff(deep)])
     billing = Agent(name="billing", tools=[tool_named("billing_tool")])
     triage = Agent(
@@ -195,6 +198,8 @@ def test_guard_agent_reaches_handoffs_and_agents_as_tools() -> None:
     assert len(every_tool) == 5
     for tool in every_tool:
         assert tool.tool_input_guardrails == [guardrail]
+    # MCP tools get the guardrails their server carries when the SDK lists them.
+    assert server.tool_input_guardrails == [guardrail]
     # Guarding again (even with another breaker) never stacks a second breaker guardrail.
     guard_agent(triage, CircuitBreaker())
     assert all(tool.tool_input_guardrails == [guardrail] for tool in every_tool)

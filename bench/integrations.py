@@ -1,0 +1,296 @@
+"""What each framework integration adds to a tool call, inside the real framework.
+
+    .venv/bin/python bench/integrations.py [--calls 200] [--rounds 5]
+
+For each framework, one agent with a scripted model makes `--calls` tool calls, each a
+new one (`search(query=<n>)`, so every call is checked and recorded and none is refused),
+then answers with text. The same run is timed with the breaker and without it (the
+baseline, same framework, same script), alternating, `--rounds` times each; the table
+shows the fastest round's wall time per tool call of each (the least disturbed by other
+work on the machine), their ratio, the difference in microseconds per call, and the ratio
+of the medians. The model is in-process, so this is the framework's own overhead
+plus the breaker's: with a real model the ratio is far closer to 1.
+
+The Claude Agent SDK's run time is dominated by the CLI subprocess, so for it only the
+hook callback is timed, awaited in a loop, against a hook that returns {} at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+Runner = Callable[[bool], None]  # run(with_breaker)
+
+
+def pydantic_ai(calls: int) -> Runner:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from dsh_circuit_breaker.integrations.pydantic_ai import CircuitBreakerCapability
+
+    def respond(messages: list[Any], info: Any) -> ModelResponse:
+        n = sum(isinstance(p, ToolReturnPart) for m in messages for p in getattr(m, "parts", []))
+        if n < calls:
+            return ModelResponse(
+                parts=[ToolCallPart("search", {"query": str(n)}, tool_call_id=f"c{n}")]
+            )
+        return ModelResponse(parts=[TextPart("done")])
+
+    def run(with_breaker: bool) -> None:
+        caps = [CircuitBreakerCapability()] if with_breaker else []
+        agent = Agent(FunctionModel(respond), capabilities=caps)
+        agent.tool_plain(lambda query: "r", name="search")
+        agent.run_sync("go", usage_limits=_pydantic_limits(calls))
+
+    return run
+
+
+def _pydantic_limits(calls: int) -> Any:
+    from pydantic_ai.usage import UsageLimits
+
+    return UsageLimits(request_limit=calls + 10)
+
+
+def langchain(calls: int) -> Runner:
+    from langchain.agents import create_agent
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool
+
+    from dsh_circuit_breaker.integrations.langchain import CircuitBreakerMiddleware
+
+    class Scripted(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "scripted"
+
+        def _generate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> Any:
+            n = sum(isinstance(m, ToolMessage) for m in messages)
+            if n < calls:
+                tc = [{"name": "search", "args": {"query": str(n)}, "id": f"c{n}"}]
+                message = AIMessage(content="", tool_calls=tc)
+            else:
+                message = AIMessage(content="done")
+            return ChatResult(generations=[ChatGeneration(message=message)])
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    @tool
+    def search(query: str) -> str:
+        """Search."""
+        return "r"
+
+    def run(with_breaker: bool) -> None:
+        middleware = [CircuitBreakerMiddleware()] if with_breaker else []
+        agent = create_agent(Scripted(), [search], middleware=middleware)
+        agent.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": 4 * calls + 20})
+
+    return run
+
+
+def openai_agents(calls: int) -> Runner:
+    from agents import Agent, Runner, function_tool, set_tracing_disabled
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+    from dsh_circuit_breaker.integrations.openai_agents import guard_agent
+
+    set_tracing_disabled(True)
+
+    def respond(call: Any) -> Any:
+        n = sum(
+            1 for i in call.input if isinstance(i, dict) and i.get("type") == "function_call_output"
+        )
+        if n < calls:
+            return [function_call("search", {"query": str(n)}, call_id=f"c{n}")]
+        return [assistant_message("done")]
+
+    def run(with_breaker: bool) -> None:
+        @function_tool
+        def search(query: str) -> str:
+            """Search."""
+            return "r"
+
+        model = ScriptedModel([ModelStep.respond(respond)] * (calls + 1))
+        agent = Agent(name="bench", model=model, tools=[search])
+        if with_breaker:
+            guard_agent(agent)
+        Runner.run_sync(agent, "go", max_turns=calls + 5)
+
+    return run
+
+
+def strands(calls: int) -> Runner:
+    from strands import Agent, tool
+    from strands.models.model import Model
+
+    from dsh_circuit_breaker.integrations.strands import CircuitBreakerHooks
+
+    class Scripted(Model):
+        def update_config(self, **model_config: Any) -> None:
+            pass
+
+        def get_config(self) -> Any:
+            return {}
+
+        def structured_output(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+        async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            n = sum("toolResult" in b for m in messages for b in m["content"])
+            yield {"messageStart": {"role": "assistant"}}
+            if n < calls:
+                start = {"toolUse": {"name": "search", "toolUseId": f"c{n}"}}
+                yield {"contentBlockStart": {"start": start}}
+                delta = {"toolUse": {"input": json.dumps({"query": str(n)})}}
+                yield {"contentBlockDelta": {"delta": delta}}
+                stop = "tool_use"
+            else:
+                yield {"contentBlockStart": {"start": {}}}
+                yield {"contentBlockDelta": {"delta": {"text": "done"}}}
+                stop = "end_turn"
+            yield {"contentBlockStop": {}}
+            yield {"messageStop": {"stopReason": stop}}
+
+    @tool
+    def search(query: str) -> str:
+        """Search.
+
+        Args:
+            query: what
+        """
+        return "r"
+
+    def run(with_breaker: bool) -> None:
+        hooks = [CircuitBreakerHooks()] if with_breaker else []
+        Agent(model=Scripted(), tools=[search], hooks=hooks, callback_handler=None)("go")
+
+    return run
+
+
+def google_adk(calls: int) -> Runner:
+    from google.adk.agents import LlmAgent
+    from google.adk.agents.run_config import RunConfig
+    from google.adk.apps import App
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    from dsh_circuit_breaker.integrations.google_adk import CircuitBreakerPlugin
+
+    class Scripted(BaseLlm):
+        model: str = "scripted"
+
+        async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+            n = sum(1 for c in llm_request.contents for p in c.parts or [] if p.function_response)
+            if n < calls:
+                fc = types.FunctionCall(id=f"c{n}", name="search", args={"query": str(n)})
+                part = types.Part(function_call=fc)
+            else:
+                part = types.Part(text="done")
+            yield LlmResponse(content=types.Content(role="model", parts=[part]))
+
+    def search(query: str) -> str:
+        """Search."""
+        return "r"
+
+    def run(with_breaker: bool) -> None:
+        agent = LlmAgent(name="bench", model=Scripted(), tools=[search])
+        plugins = [CircuitBreakerPlugin()] if with_breaker else []
+        runner = InMemoryRunner(app=App(name="bench", root_agent=agent, plugins=plugins))
+
+        async def go() -> None:
+            await runner.session_service.create_session(
+                app_name="bench", user_id="u", session_id="s"
+            )
+            message = types.Content(role="user", parts=[types.Part(text="go")])
+            config = RunConfig(max_llm_calls=calls + 10)
+            async for _ in runner.run_async(
+                user_id="u", session_id="s", new_message=message, run_config=config
+            ):
+                pass
+
+        asyncio.run(go())
+
+    return run
+
+
+def claude_hook(calls: int) -> tuple[float, float]:
+    """Microseconds per awaited hook call: the breaker's PreToolUse callback, and a no-op."""
+    from dsh_circuit_breaker.integrations.claude_agent_sdk import ClaudeCircuitBreaker
+
+    hook = ClaudeCircuitBreaker().pre_tool_use
+    context: Any = {"signal": None}
+
+    async def noop(data: Any, tool_use_id: Any, ctx: Any) -> Any:
+        return {}
+
+    async def timed(fn: Any) -> float:
+        started = time.perf_counter()
+        for n in range(calls):
+            data = {"session_id": "s", "tool_name": "Bash", "tool_input": {"command": f"echo {n}"}}
+            await fn(data, f"t{n}", context)
+        return (time.perf_counter() - started) / calls * 1e6
+
+    return asyncio.run(timed(hook)), asyncio.run(timed(noop))
+
+
+FRAMEWORKS: dict[str, Callable[[int], Runner]] = {
+    "pydantic-ai": pydantic_ai,
+    "langchain": langchain,
+    "openai-agents": openai_agents,
+    "strands": strands,
+    "google-adk": google_adk,
+}
+
+
+def main() -> None:
+    import logging
+
+    logging.disable(logging.WARNING)  # frameworks log per call about the scripted model
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=9)
+    args = parser.parse_args()
+    print(f"{args.calls} new tool calls per run, {args.rounds} rounds; per tool call:")
+    print(
+        f"{'framework':<15}{'baseline ms':>13}{'breaker ms':>12}{'ratio':>8}"
+        f"{'added us':>10}{'median ratio':>14}"
+    )
+    for name, build in FRAMEWORKS.items():
+        run = build(args.calls)
+        run(True)  # warm up imports and caches for both
+        run(False)
+        base: list[float] = []
+        guarded: list[float] = []
+        for _ in range(args.rounds):
+            for with_breaker, out in ((False, base), (True, guarded)):
+                started = time.perf_counter()
+                run(with_breaker)
+                out.append((time.perf_counter() - started) / args.calls)
+        b, g = min(base), min(guarded)
+        median_ratio = statistics.median(guarded) / statistics.median(base)
+        print(
+            f"{name:<15}{b * 1e3:>13.3f}{g * 1e3:>12.3f}{g / b:>8.3f}"
+            f"{(g - b) * 1e6:>10.1f}{median_ratio:>14.3f}"
+        )
+    hook, noop = claude_hook(10_000)
+    print(
+        f"claude-agent-sdk PreToolUse callback alone: {hook:.1f} us per call "
+        f"(no-op hook {noop:.1f} us; the CLI round trip around it is milliseconds)"
+    )
+
+
+if __name__ == "__main__":
+    main()
