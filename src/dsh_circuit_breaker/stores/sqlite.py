@@ -153,13 +153,19 @@ class SQLiteStore:
                 self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
             )
             try:
-                # WAL persists in the file; asking again is cheap once it is set.
-                mode = db.execute("PRAGMA journal_mode=WAL").fetchone()
-                if mode is None or str(mode[0]).lower() != "wal":
-                    raise sqlite3.OperationalError(f"cannot use WAL (journal mode {mode})")
-                # NORMAL in WAL mode: a killed process loses nothing committed; only a
-                # power cut may drop the last few decisions. No fsync per tool call.
-                db.execute("PRAGMA synchronous=NORMAL")
+                # WAL persists in the file; asking again is cheap once it is set. It is
+                # an optimization, not what makes a decision atomic (BEGIN IMMEDIATE
+                # is), so a file that cannot switch right now (another process is
+                # switching it, or the filesystem has no shared memory) still works.
+                try:
+                    row = db.execute("PRAGMA journal_mode=WAL").fetchone()
+                    wal = row is not None and str(row[0]).lower() == "wal"
+                except sqlite3.OperationalError:
+                    wal = False
+                if wal:
+                    # NORMAL in WAL mode: a killed process loses nothing committed; only
+                    # a power cut may drop the last few decisions. No fsync per call.
+                    db.execute("PRAGMA synchronous=NORMAL")
                 if db.execute("PRAGMA user_version").fetchone()[0] != 1:
                     db.execute("BEGIN IMMEDIATE")
                     for statement in _SCHEMA:
