@@ -52,6 +52,10 @@ def options(fake: FakeAnthropic, home: Path, hooks: Any, **extra: Any) -> Claude
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # nothing beyond the fake model
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
+        # Anything but the fake model would go to a dead proxy and fail at once.
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "HTTP_PROXY": "http://127.0.0.1:9",
+        "NO_PROXY": "127.0.0.1,localhost",
     }
     return ClaudeAgentOptions(
         hooks=hooks,
