@@ -304,3 +304,29 @@ def test_a_failing_agent_id_fails_open(caplog: pytest.LogCaptureFixture) -> None
     assert refusals(result.all_messages()) == []
     assert result.output == "done"
     assert "call allowed" in caplog.text
+
+
+def test_loop_is_refused_after_six_streamed() -> None:
+    from pydantic_ai.models.function import DeltaToolCall
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        if len(refusals(this_run(messages))) >= 3:
+            yield "I keep being refused; stopping here."
+            return
+        n = len(returns(messages))
+        yield {
+            0: DeltaToolCall(name="search", json_args='{"query": "same"}', tool_call_id=f"loop-{n}")
+        }
+
+    ran: list[str] = []
+    agent = search_agent(
+        CircuitBreakerCapability(), FunctionModel(stream_function=stream), ran, "s"
+    )
+
+    async def run() -> tuple[list[ModelMessage], str]:
+        async with agent.run_stream("find it") as result:
+            output = await result.get_output()
+        return result.all_messages(), output
+
+    messages, output = asyncio.run(run())
+    check_loop_run(messages, output, ran)
