@@ -6,7 +6,8 @@ interpreter. All commands are measured interleaved in one run, as the median (an
 percentile) of N rounds after a warm-up:
 
 - `python -c pass`                the baseline
-- `python -c "import json, sqlite3"`  what any Python hook over this store must import
+- `python -c "import json, _sqlite3"` the floor: what the hook's decision must import
+  (the core's canonical JSON and SQLite's C module)
 - hook, allowed                   a PreToolUse with a new call each time (store write)
 - hook, denied                    the same call past its limit (store write + output)
 - hook, unguarded tool            TodoWrite: exempt, no store opened
@@ -67,8 +68,8 @@ def main() -> int:
         todo = _event("session-0", "TodoWrite", {"todos": []})
         cases = {
             "python -c pass": ([sys.executable, "-c", "pass"], lambda: b""),
-            "python -c 'import json, sqlite3'": (
-                [sys.executable, "-c", "import json, sqlite3"],
+            "python -c 'import json, _sqlite3'": (
+                [sys.executable, "-c", "import json, _sqlite3"],
                 lambda: b"",
             ),
             "hook, allowed (new call)": (hook, allowed),

@@ -14,9 +14,15 @@ URLs follow SQLAlchemy's convention: `sqlite:///relative.db`, `sqlite:////abs/st
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 import time
+
+try:
+    # The C module alone: `sqlite3` re-exports it, plus datetime adapters this store
+    # never uses; importing them costs a hook process ~1.5 ms on every tool call.
+    import _sqlite3 as sqlite3
+except ImportError:  # pragma: no cover - an interpreter without the split module
+    import sqlite3  # type: ignore[no-redef,unused-ignore]
 
 from ..config import Config, ConfigError
 from ..paths import default_state_path
