@@ -350,3 +350,17 @@ def _install_args(session: DshSession, profile: str = "sdk") -> Any:
     parser = argparse.ArgumentParser()
     dsh_install.add_arguments(parser)
     return parser.parse_args(["--dsh-home", str(session.home), "--profile", profile])
+
+
+def test_supervision_skill_is_listed_and_loads_in_dsh(session: DshSession) -> None:
+    args = _install_args(session)
+    args.skill = True
+    assert dsh_install.install(args) == 0
+    call = tool_use("skill", {"name": dsh_install.SKILL_NAME})
+    run = session.run([call])
+
+    assert dsh_install.SKILL_NAME in json.dumps(run.model.requests[0])  # offered to the model
+    [result] = run.model.tool_results()
+    assert not result.is_error
+    assert f'<skill_content name="{dsh_install.SKILL_NAME}">' in result.text
+    assert "interrupt_agent" in result.text and "record the gap" in result.text
