@@ -317,3 +317,24 @@ def test_read_only_state_directory_allows_with_one_line(tmp_path: Path) -> None:
     for o in outs:
         assert len(o.stderr.splitlines()) == 1, o.stderr
         assert "state store unavailable" in o.stderr
+
+
+def test_lock_held_past_the_budget_allows_with_one_line(tmp_path: Path) -> None:
+    import time
+
+    config = tmp_path / "quick.json"
+    config.write_text('{"storeTimeout": 0.3}')
+    env = hook_env(tmp_path, DSH_CIRCUIT_BREAKER_CONFIG=str(config))
+    assert run_hook(pre_tool_use(), env).stdout == ""  # creates the store
+    holder = sqlite3.connect(state_dir(tmp_path) / "state.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # someone else holds the write lock, and keeps it
+    try:
+        started = time.monotonic()
+        done = run_hook(pre_tool_use(), env)
+        elapsed = time.monotonic() - started
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert (done.returncode, done.stdout) == (0, "")
+    assert len(done.stderr.splitlines()) == 1 and "state store unavailable" in done.stderr
+    assert elapsed < 5  # waited about its budget, then let the agent go on
