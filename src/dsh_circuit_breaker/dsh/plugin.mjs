@@ -188,7 +188,8 @@ class AgentKeys {
 }
 
 // The guard process and the pending requests to it. `check` resolves to a denial reason
-// or undefined (allow), never rejects, and never waits longer than `timeoutMs`.
+// or undefined (allow), never rejects, and waits at most `timeoutMs` for an answer (plus
+// up to `startTimeoutMs` for a guard that is starting).
 class Guard {
   constructor({ python, hello, timeoutMs, startTimeoutMs, logger }) {
     this.python = python;
