@@ -13,8 +13,8 @@ URLs follow SQLAlchemy's convention: `sqlite:///relative.db`, `sqlite:////abs/st
 
 from __future__ import annotations
 
+import _thread
 import os
-import threading
 import time
 
 try:
@@ -82,7 +82,7 @@ class SQLiteStore:
         self._db: sqlite3.Connection | None = None
         # One connection per store; threads of one process take turns on it (SQLite's
         # file lock orders processes, this lock orders threads within one).
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()  # `threading` costs a hook process an import
 
     # -- the Store protocol ------------------------------------------------------------
     def transact(self, agent: str, step: Callable[[AgentState], T]) -> T:
