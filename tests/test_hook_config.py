@@ -108,3 +108,20 @@ def test_hook_defaults_and_overrides(tmp_path: Path) -> None:
     config, _ = hook_config(str(own))
     assert config.guards("TodoWrite") and not config.guards("Read")  # a file's list replaces
     assert config.incident_log is None
+
+
+def test_handle_in_process_keeps_one_store_open(tmp_path: Path) -> None:
+    from dsh_circuit_breaker import hook
+
+    event = {
+        "session_id": "in-process",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "make"},
+    }
+    outs = [hook.handle(event, None, None) for _ in range(8)]
+    assert [o is None for o in outs] == [True] * 6 + [False] * 2
+    assert json.loads(outs[-1] or "")["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert len(hook._opened) == 1  # earlier stores were closed as new ones opened
+    hook._close_opened()
+    assert hook._opened == []

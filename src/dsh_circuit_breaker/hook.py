@@ -172,9 +172,18 @@ _opened: list[Any] = []
 def _breaker(config: Config, url: str) -> Any:
     from .breaker import CircuitBreaker
 
+    _close_opened()  # one open at a time, however often `handle` is called in-process
     breaker = CircuitBreaker(config, state=url)
     _opened.append(breaker)
     return breaker
+
+
+def _close_opened() -> None:
+    while _opened:
+        try:
+            _opened.pop().close()
+        except Exception as exc:
+            say(f"cannot close the state store: {exc}")
 
 
 def main(argv: list[str] | None = None, *, exit_process: bool = False) -> int:
@@ -194,12 +203,7 @@ def main(argv: list[str] | None = None, *, exit_process: bool = False) -> int:
             except Exception:
                 pass
         os._exit(code)
-    for breaker in _opened:
-        try:
-            breaker.close()
-        except Exception as exc:
-            say(f"cannot close the state store: {exc}")
-    _opened.clear()
+    _close_opened()
     return code
 
 
