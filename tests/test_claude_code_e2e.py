@@ -33,7 +33,7 @@ def claude() -> Path:
 class Run:
     """One headless Claude Code run in a private HOME with our hook installed."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, config: dict[str, Any] | None = None) -> None:
         self.home = home
         self.work = home / "work"
         self.work.mkdir()
@@ -44,6 +44,10 @@ class Run:
             for k, v in self.env.items()
             if not k.startswith(("ANTHROPIC_", "CLAUDE_", "CLAUDECODE"))
         }
+        if config is not None:
+            path = home / "breaker.json"
+            path.write_text(json.dumps(config))
+            self.env["DSH_CIRCUIT_BREAKER_CONFIG"] = str(path)
         installed = subprocess.run(
             [
                 sys.executable,
@@ -63,7 +67,7 @@ class Run:
         self.incidents = home / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
 
     def __call__(
-        self, model: FakeAnthropic, prompt: str, tools: str = "Bash"
+        self, model: FakeAnthropic, prompt: str, tools: str = "Bash", *more: str
     ) -> list[dict[str, Any]]:
         env = dict(
             self.env,
@@ -85,6 +89,7 @@ class Run:
                 tools,
                 "--settings",
                 str(self.settings),
+                *more,
             ],
             env=env,
             cwd=self.work,
@@ -245,3 +250,45 @@ def test_healthy_edit_test_cycle_is_never_denied(claude: Path, tmp_path: Path) -
     assert side_lines(run.work / "test-runs.log") == [f"value = {i}" for i in range(1, rounds + 1)]
     assert app.read_text() == f"value = {rounds}\n"
     assert not run.incidents.exists()
+
+
+@pytest.mark.parametrize("reset", [True, False])
+def test_a_new_user_prompt_starts_the_main_agent_afresh(
+    claude: Path, tmp_path: Path, reset: bool
+) -> None:
+    run = Run(tmp_path, {"resetOnUserPrompt": reset})
+    side = run.work / "side.txt"
+
+    def call(i: int) -> dict[str, Any]:
+        return tool_use("Bash", {"command": f"echo again >> {side}", "description": f"try {i}"})
+
+    with FakeAnthropic([*[call(i) for i in range(7)], "Stuck."]) as first:
+        one = run(first, "Keep trying.")
+    assert [r.is_error for r in first.tool_results()] == [False] * 6 + [True]
+    # The person types a new prompt into the same session (--continue keeps its id).
+    with FakeAnthropic([call(8), call(9), "Done."]) as second:
+        two = run(second, "Try it once more, differently.", "Bash", "--continue")
+    assert two[-1]["session_id"] == one[-1]["session_id"]
+    new_results = second.tool_results()[-2:]
+    if reset:
+        assert [r.is_error for r in new_results] == [False, False]
+        assert side_lines(side) == ["again"] * 8
+    else:  # the count carries over the whole session
+        assert [r.is_error for r in new_results] == [True, True]
+        assert side_lines(side) == ["again"] * 6
+
+
+def test_cap_text_reaches_the_model(claude: Path, tmp_path: Path) -> None:
+    run = Run(tmp_path, {"maxCallsPerAgent": 3, "window": 6})
+    side = run.work / "side.txt"
+    calls = [tool_use("Bash", {"command": f"echo {i} >> {side}"}) for i in range(5)]
+    with FakeAnthropic([*calls, "Out of calls."]) as model:
+        run(model, "Do five different things.")
+    assert side_lines(side) == ["0", "1", "2"]
+    results = model.tool_results()
+    assert [r.is_error for r in results] == [False] * 3 + [True] * 2
+    for denied in results[3:]:
+        assert "This agent has made 3 tool calls, the limit is 3" in denied.text
+        assert "no further tool calls will run for this agent" in denied.text
+    (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    assert (incident["kind"], incident["count"], incident["limit"]) == ("cap", 3, 3)
