@@ -212,7 +212,7 @@ def _main(argv: list[str] | None) -> int:
 
     _log.sink = say
     try:
-        config_path, state = _parse_args(sys.argv[1:] if argv is None else argv)
+        config_path, state = parse_args(sys.argv[1:] if argv is None else argv)
         if sys.stdin is None or sys.stdin.isatty():
             raise Malformed("expects a hook event as JSON on stdin")
         event = read_event(sys.stdin.buffer)
@@ -232,7 +232,7 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
-def _parse_args(argv: list[str]) -> tuple[str | None, str | None]:
+def parse_args(argv: list[str]) -> tuple[str | None, str | None]:
     """`--config FILE` and `--state URL`, by hand: argparse costs a hook process more
     than its decision, and a usage error here must allow (exit 0), not exit 2."""
     config_path = state = None

@@ -62,17 +62,9 @@ def uninstall(args: argparse.Namespace) -> int:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    report = hs.Report()
     if args.settings:
         files = [("--settings", _chosen(args))]
     else:
         files = [(scope, settings_path(scope, args.project)) for scope in SCOPES]
-    commands = hs.doctor_files(
-        report, files, LABEL, "dsh-circuit-breaker install claude-code [--scope ...]"
-    )
-    for command in commands:
-        hs.doctor_command(report, command)
-    config, state = hs.options_of(commands[0]) if commands else (None, None)
-    hs.doctor_config_and_state(report, args.config or config, args.state or state)
-    print("all good" if not report.problems else f"{report.problems} problem(s)")
-    return 1 if report.problems else 0
+    hint = "dsh-circuit-breaker install claude-code [--scope ...]"
+    return hs.run_doctor(args, files, LABEL, hint)

@@ -346,21 +346,34 @@ def doctor_command(report: Report, command: str) -> None:
 
 def options_of(command: str) -> tuple[str | None, str | None]:
     """The `--config` and `--state` written into an installed hook command."""
+    from ..hook import Malformed, parse_args
+
     words = shlex.split(command)
-    config = state = None
-    for i, word in enumerate(words):
-        for name in ("--config", "--state"):
-            value = None
-            if word == name and i + 1 < len(words):
-                value = words[i + 1]
-            elif word.startswith(name + "="):
-                value = word.partition("=")[2]
-            if value is not None:
-                if name == "--config":
-                    config = value
-                else:
-                    state = value
-    return config, state
+    try:
+        return parse_args(words[words.index("hook") + 1 :])
+    except (ValueError, Malformed):  # not our shape: the defaults apply
+        return None, None
+
+
+def run_doctor(
+    args: argparse.Namespace,
+    files: list[tuple[str, Path]],
+    label: str,
+    install_hint: str,
+    note: str | None = None,
+) -> int:
+    """doctor for one harness: where the hook is, that its command runs, that its
+    config is valid and its state store writable. Exit 1 on any problem."""
+    report = Report()
+    commands = doctor_files(report, files, label, install_hint)
+    for command in commands:
+        doctor_command(report, command)
+    if commands and note:
+        report.note(note)
+    config, state = options_of(commands[0]) if commands else (None, None)
+    doctor_config_and_state(report, args.config or config, args.state or state)
+    print("all good" if not report.problems else f"{report.problems} problem(s)")
+    return 1 if report.problems else 0
 
 
 def doctor_config_and_state(report: Report, config_path: str | None, state: str | None) -> None:
