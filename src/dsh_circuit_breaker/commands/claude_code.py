@@ -9,25 +9,10 @@ with the repository) and `local` (.claude/settings.local.json, yours only).
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
 from . import hook_settings as hs
-
-LABEL = "Claude Code"
-SCOPES = ("user", "project", "local")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scope", choices=SCOPES, default="user", help="settings file to change")
-    parser.add_argument(
-        "--project", metavar="DIR", default=None, help="project directory (default: current)"
-    )
-    parser.add_argument(
-        "--settings", metavar="FILE", default=None, help="a settings file of your own instead"
-    )
-    hs.add_common_arguments(parser)
 
 
 def config_dir() -> Path:
@@ -43,28 +28,15 @@ def settings_path(scope: str, project: str | None = None) -> Path:
     return root / ".claude" / "settings.local.json"
 
 
-def _chosen(args: argparse.Namespace) -> Path:
-    if args.settings:
-        return Path(args.settings).expanduser().absolute()
-    return settings_path(args.scope, args.project)
-
-
-def install(args: argparse.Namespace) -> int:
-    code, message = hs.install_into(_chosen(args), args, None, LABEL)
-    print(message)
-    return code
-
-
-def uninstall(args: argparse.Namespace) -> int:
-    code, message = hs.uninstall_from(_chosen(args), args, LABEL)
-    print(message)
-    return code
-
-
-def doctor(args: argparse.Namespace) -> int:
-    if args.settings:
-        files = [("--settings", _chosen(args))]
-    else:
-        files = [(scope, settings_path(scope, args.project)) for scope in SCOPES]
-    hint = "dsh-circuit-breaker install claude-code [--scope ...]"
-    return hs.run_doctor(args, files, LABEL, hint)
+TARGET = hs.Target(
+    "Claude Code",
+    ("user", "project", "local"),
+    settings_path,
+    "--settings",
+    "a settings file of your own instead",
+    "dsh-circuit-breaker install claude-code [--scope ...]",
+)
+add_arguments = TARGET.add_arguments
+install = TARGET.install
+uninstall = TARGET.uninstall
+doctor = TARGET.doctor

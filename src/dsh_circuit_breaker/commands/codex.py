@@ -12,26 +12,12 @@ command, e.g. by reinstalling with other options, asks again).
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
 from . import hook_settings as hs
 
-LABEL = "Codex"
-SCOPES = ("user", "project")
 TRUST_NOTE = "Codex runs new hooks only once trusted: open Codex and approve them in /hooks."
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scope", choices=SCOPES, default="user", help="hooks file to change")
-    parser.add_argument(
-        "--project", metavar="DIR", default=None, help="project directory (default: current)"
-    )
-    parser.add_argument(
-        "--hooks-file", metavar="FILE", default=None, help="a hooks.json of your own instead"
-    )
-    hs.add_common_arguments(parser)
 
 
 def codex_home() -> Path:
@@ -44,31 +30,16 @@ def hooks_path(scope: str, project: str | None = None) -> Path:
     return Path(project or os.getcwd()).absolute() / ".codex" / "hooks.json"
 
 
-def _chosen(args: argparse.Namespace) -> Path:
-    if args.hooks_file:
-        return Path(args.hooks_file).expanduser().absolute()
-    return hooks_path(args.scope, args.project)
-
-
-def install(args: argparse.Namespace) -> int:
-    # No matcher: Codex treats a missing matcher as "every tool" (a `*` is not a regex).
-    code, message = hs.install_into(_chosen(args), args, None, LABEL)
-    print(message)
-    if code == 0:
-        print(TRUST_NOTE)
-    return code
-
-
-def uninstall(args: argparse.Namespace) -> int:
-    code, message = hs.uninstall_from(_chosen(args), args, LABEL)
-    print(message)
-    return code
-
-
-def doctor(args: argparse.Namespace) -> int:
-    if args.hooks_file:
-        files = [("--hooks-file", _chosen(args))]
-    else:
-        files = [(scope, hooks_path(scope, args.project)) for scope in SCOPES]
-    note = TRUST_NOTE + " This check cannot see Codex's trust records."
-    return hs.run_doctor(args, files, LABEL, "dsh-circuit-breaker install codex", note)
+TARGET = hs.Target(
+    "Codex",
+    ("user", "project"),
+    hooks_path,
+    "--hooks-file",
+    "a hooks.json of your own instead",
+    "dsh-circuit-breaker install codex",
+    TRUST_NOTE,
+)
+add_arguments = TARGET.add_arguments
+install = TARGET.install
+uninstall = TARGET.uninstall
+doctor = TARGET.doctor

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -406,3 +407,67 @@ def doctor_config_and_state(report: Report, config_path: str | None, state: str 
     report.ok(f"state store writable: {url}")
     if config.incident_log:
         report.note(f"incident log: {config.incident_log}")
+
+
+class Target:
+    """One harness's install / uninstall / doctor over its JSON hook settings.
+
+    `path_of(scope, project)` locates the file of a scope; `file_option` (e.g.
+    `--settings`) names any file instead. `note` is printed after install and by doctor.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        scopes: tuple[str, ...],
+        path_of: Callable[[str, str | None], Path],
+        file_option: str,
+        file_help: str,
+        install_hint: str,
+        note: str | None = None,
+    ) -> None:
+        self.label = label
+        self.scopes = scopes
+        self.path_of = path_of
+        self.file_option = file_option
+        self.file_help = file_help
+        self.install_hint = install_hint
+        self.note = note
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--scope", choices=self.scopes, default="user", help="settings file to change"
+        )
+        parser.add_argument(
+            "--project", metavar="DIR", default=None, help="project directory (default: current)"
+        )
+        parser.add_argument(
+            self.file_option, dest="file", metavar="FILE", default=None, help=self.file_help
+        )
+        add_common_arguments(parser)
+
+    def chosen(self, args: argparse.Namespace) -> Path:
+        if args.file:
+            return Path(args.file).expanduser().absolute()
+        return self.path_of(args.scope, args.project)
+
+    def install(self, args: argparse.Namespace) -> int:
+        # No matcher: every tool, in both harnesses (Codex's matchers are regular
+        # expressions, where a `*` would be invalid).
+        code, message = install_into(self.chosen(args), args, None, self.label)
+        print(message)
+        if code == 0 and self.note:
+            print(self.note)
+        return code
+
+    def uninstall(self, args: argparse.Namespace) -> int:
+        code, message = uninstall_from(self.chosen(args), args, self.label)
+        print(message)
+        return code
+
+    def doctor(self, args: argparse.Namespace) -> int:
+        if args.file:
+            files = [(self.file_option, self.chosen(args))]
+        else:
+            files = [(scope, self.path_of(scope, args.project)) for scope in self.scopes]
+        return run_doctor(args, files, self.label, self.install_hint, self.note)
