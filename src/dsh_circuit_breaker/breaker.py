@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import _thread
+
 from ._log import warn
 from .config import Config
-from .identity import ObjectKeys, agent_label
 from .incidents import append_incident, incident_line
 from .keys import call_key
 from .messages import render
@@ -15,6 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .identity import ObjectKeys
     from .rules import Verdict
     from .state import AgentState
     from .stores.base import Store
@@ -63,6 +65,7 @@ class Decision:
 
 
 ALLOW = Decision(True)
+_FIRST_OBJECT = _thread.allocate_lock()
 
 
 class CircuitBreaker:
@@ -80,7 +83,7 @@ class CircuitBreaker:
             state = store_from_url(state, self.config)
         self.store: Store = state
         self._ignore = frozenset(self.config.ignore_args)
-        self._objects = ObjectKeys(self._forget_key)
+        self._objects: ObjectKeys | None = None  # built on the first agent object
         # Allowed decisions differ only in their count: build them once, not per call.
         limit = self.config.duplicate_limit
         self._allowed = [Decision(True, None, None, n, limit) for n in range(limit + 1)]
@@ -127,6 +130,14 @@ class CircuitBreaker:
     def _state_key(self, agent: Any) -> str:
         if isinstance(agent, str):
             return agent
+        if self._objects is None:
+            # Only agent objects need identity tracking, so a hook (string ids) skips
+            # importing it; the lock keeps two first calls from building two maps.
+            with _FIRST_OBJECT:
+                if self._objects is None:
+                    from .identity import ObjectKeys
+
+                    self._objects = ObjectKeys(self._forget_key)
         return self._objects.key(agent)
 
     def _forget_key(self, state_key: str) -> None:
@@ -141,5 +152,7 @@ class CircuitBreaker:
 
     def _report(self, agent: Any, tool: str, verdict: Verdict, path: str) -> None:
         assert verdict.kind is not None
+        from .identity import agent_label
+
         line = incident_line(verdict.kind, tool, verdict.seen, verdict.limit, agent_label(agent))
         append_incident(path, line)

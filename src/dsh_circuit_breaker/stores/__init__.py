@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-
 from ..config import Config, ConfigError
 from .memory import MemoryStore
 from .unavailable import StoreUnavailable
@@ -36,7 +34,8 @@ def store_from_url(url: str, config: Config | None = None) -> Store:
         known = ", ".join(["memory", *_SCHEMES])
         raise ConfigError(f"state URL {url!r}: unknown scheme {scheme!r} (known: {known})")
     module_name, _, attr = target.partition(":")
-    factory: Any = getattr(importlib.import_module(module_name), attr)
+    # __import__ rather than importlib: one import fewer for every hook process.
+    factory: Any = getattr(__import__(module_name, fromlist=[attr]), attr)
     store: Store = factory(url, config)
     return store
 

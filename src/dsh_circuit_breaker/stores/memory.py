@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+import _thread
 
 from ..state import AgentState
 
@@ -23,7 +23,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._states: dict[str, AgentState] = {}
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()  # `threading` costs a hook process an import
 
     def transact(self, agent: str, step: Callable[[AgentState], T]) -> T:
         with self._lock:
