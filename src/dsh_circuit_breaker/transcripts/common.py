@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from .model import Call
+from .model import Call, Problems, Transcript
+from .sources import open_text
 
 
 def parse_time(value: Any) -> float | None:
@@ -41,6 +42,50 @@ def parse_arguments(raw: Any) -> Any:
         except ValueError:
             return raw
     return raw
+
+
+def json_objects(path: str, problems: Problems) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each line of a JSON-lines file. Blank lines are passed over;
+    a line that is not JSON, or not a JSON object, is reported and skipped."""
+    with open_text(path) as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problems.report(path, number, f"not JSON ({exc.msg})")
+                continue
+            if not isinstance(obj, dict):
+                problems.report(path, number, "not a JSON object")
+                continue
+            yield number, obj
+
+
+def messages_of(
+    t: Transcript, messages: list[Any], problems: Problems
+) -> Iterator[tuple[dict[str, Any], float | None]]:
+    """(message, its time) for each message of an in-memory message list, recording the
+    time on `t`; an item that is not an object is reported and skipped."""
+    for message in messages:
+        if not isinstance(message, dict):
+            problems.report(t.source, t.line, f"{t.label}: a message is not an object")
+            continue
+        when = parse_time(message.get("timestamp"))
+        t.saw_time(when)
+        yield message, when
+
+
+def new_call(agent: str, tool: str, arguments: Any, when: float | None, call_id: Any) -> Call:
+    """A call as the breaker would have seen it: `arguments` parsed as `parse_arguments`
+    does. An id that is not a string cannot be matched to a result, so it is dropped."""
+    return Call(
+        agent=agent,
+        tool=tool,
+        arguments=parse_arguments(arguments),
+        time=when,
+        call_id=call_id if isinstance(call_id, str) else None,
+    )
 
 
 def text_of(content: Any) -> str:

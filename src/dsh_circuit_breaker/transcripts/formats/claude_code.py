@@ -9,14 +9,12 @@ are judged as agent `<sessionId>/agent-<agentId>`.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from typing import Any
 
-from ..common import Pending, parse_arguments, parse_time
+from ..common import Pending, json_objects, new_call, parse_time
 from ..model import Call, Problems, Transcript
-from ..sources import open_text
 
 NAME = "claude-code"
 ENTRY_TYPES = frozenset({"user", "assistant"})
@@ -50,53 +48,36 @@ def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
     pending = Pending()
     seen: set[str] = set()  # a resumed or re-streamed message repeats its tool_use blocks
     agents: set[str] = set()
-    with open_text(t.source) as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.report(t.source, number, f"not JSON ({exc.msg})")
-                continue
-            if not isinstance(entry, dict):
-                problems.report(t.source, number, "not a JSON object")
-                continue
-            when = parse_time(entry.get("timestamp"))
-            t.saw_time(when)
-            message = entry.get("message")
-            if not isinstance(message, dict):
-                continue
-            content = message.get("content")
-            if not isinstance(content, list):
-                continue
-            kind = entry.get("type")
-            if kind == "assistant":
-                agent = agent_of(entry, fallback)
-                for block in content:
-                    if not isinstance(block, dict) or block.get("type") != "tool_use":
+    for number, entry in json_objects(t.source, problems):
+        when = parse_time(entry.get("timestamp"))
+        t.saw_time(when)
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        kind = entry.get("type")
+        if kind == "assistant":
+            agent = agent_of(entry, fallback)
+            for block in content:
+                if not isinstance(block, dict) or block.get("type") != "tool_use":
+                    continue
+                name, call_id = block.get("name"), block.get("id")
+                if not isinstance(name, str):
+                    problems.report(t.source, number, "tool_use without a tool name")
+                    continue
+                if isinstance(call_id, str):
+                    if call_id in seen:
                         continue
-                    name, call_id = block.get("name"), block.get("id")
-                    if not isinstance(name, str):
-                        problems.report(t.source, number, "tool_use without a tool name")
-                        continue
-                    if isinstance(call_id, str):
-                        if call_id in seen:
-                            continue
-                        seen.add(call_id)
-                    agents.add(agent)
-                    call = Call(
-                        agent=agent,
-                        tool=name,
-                        arguments=parse_arguments(block.get("input")),
-                        time=when,
-                        call_id=call_id if isinstance(call_id, str) else None,
-                    )
-                    yield from pending.add(call)
-            elif kind == "user":
-                for block in content:
-                    if isinstance(block, dict) and block.get("type") == "tool_result":
-                        failed = bool(block.get("is_error"))
-                        yield from pending.resolve(block.get("tool_use_id"), failed)
+                    seen.add(call_id)
+                agents.add(agent)
+                call = new_call(agent, name, block.get("input"), when, call_id)
+                yield from pending.add(call)
+        elif kind == "user":
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    failed = bool(block.get("is_error"))
+                    yield from pending.resolve(block.get("tool_use_id"), failed)
     yield from pending.drain()
     t.meta["agents"] = len(agents)

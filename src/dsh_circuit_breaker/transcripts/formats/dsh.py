@@ -9,14 +9,12 @@ writes its own session file (header `origin: "subagent"`), so it is its own agen
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from typing import Any
 
-from ..common import Pending, parse_arguments, parse_time
+from ..common import Pending, json_objects, new_call, parse_time
 from ..model import Call, Problems, Transcript
-from ..sources import open_text
 
 NAME = "dsh"
 
@@ -42,55 +40,38 @@ def _label(path: str) -> str:
 def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
     agent = t.source
     pending = Pending()
-    with open_text(t.source) as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
+    for number, event in json_objects(t.source, problems):
+        if number == 1 or event.get("type") == "session":
+            if is_header(event):
+                agent = event["id"]
+                short = agent.removeprefix("session-")[:8]
+                t.label = f"{_label(t.source)} ({short})"
+                parent = event.get("parentSession")
+                if event.get("origin") == "subagent" and isinstance(parent, str):
+                    t.label += f" subagent of {parent[:8]}"
+                t.saw_time(parse_time(event.get("createdAt")))
+                for key in ("parentSession", "origin", "delegationDepth"):
+                    if key in event:
+                        t.meta[key] = event[key]
                 continue
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.report(t.source, number, f"not JSON ({exc.msg})")
+            if number == 1:
+                problems.report(t.source, 1, "no DSH session header; agent named by file")
+        if event.get("type") == "event" and isinstance(event.get("event"), dict):
+            event = event["event"]  # the wrapped record form of the same event
+        when = parse_time(event.get("time"))
+        t.saw_time(when)
+        kind = event.get("type")
+        data = event.get("data")
+        if kind == "tool/call":
+            if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+                problems.report(t.source, number, "tool/call without a tool name")
                 continue
-            if not isinstance(event, dict):
-                problems.report(t.source, number, "not a JSON object")
-                continue
-            if number == 1 or event.get("type") == "session":
-                if is_header(event):
-                    agent = event["id"]
-                    short = agent.removeprefix("session-")[:8]
-                    t.label = f"{_label(t.source)} ({short})"
-                    parent = event.get("parentSession")
-                    if event.get("origin") == "subagent" and isinstance(parent, str):
-                        t.label += f" subagent of {parent[:8]}"
-                    t.saw_time(parse_time(event.get("createdAt")))
-                    for key in ("parentSession", "origin", "delegationDepth"):
-                        if key in event:
-                            t.meta[key] = event[key]
-                    continue
-                if number == 1:
-                    problems.report(t.source, 1, "no DSH session header; agent named by file")
-            if event.get("type") == "event" and isinstance(event.get("event"), dict):
-                event = event["event"]  # the wrapped record form of the same event
-            when = parse_time(event.get("time"))
-            t.saw_time(when)
-            kind = event.get("type")
-            data = event.get("data")
-            if kind == "tool/call":
-                if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-                    problems.report(t.source, number, "tool/call without a tool name")
-                    continue
-                call_id = data.get("callId")
-                call = Call(
-                    agent=agent,
-                    tool=data["name"],
-                    arguments=parse_arguments(data.get("arguments")),
-                    time=when,
-                    call_id=call_id if isinstance(call_id, str) else None,
-                )
-                yield from pending.add(call)
-            elif kind == "tool/result" and isinstance(data, dict):
-                for call_id, failed in _outcomes(data):
-                    yield from pending.resolve(call_id, failed)
+            call_id = data.get("callId")
+            call = new_call(agent, data["name"], data.get("arguments"), when, call_id)
+            yield from pending.add(call)
+        elif kind == "tool/result" and isinstance(data, dict):
+            for call_id, failed in _outcomes(data):
+                yield from pending.resolve(call_id, failed)
     yield from pending.drain()
 
 

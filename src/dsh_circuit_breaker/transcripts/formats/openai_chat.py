@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ..common import Pending, parse_arguments, parse_time, text_of
+from ..common import Pending, messages_of, new_call, text_of
 from ..jsonstream import JsonStream, JsonStreamError
 from ..model import Call, Problems, Transcript
 from ..sources import open_text
@@ -95,12 +95,7 @@ def calls_from_messages(
     t: Transcript, agent: str, messages: list[Any], problems: Problems
 ) -> Iterator[Call]:
     pending = Pending()
-    for message in messages:
-        if not isinstance(message, dict):
-            problems.report(t.source, t.line, f"{t.label}: a message is not an object")
-            continue
-        when = parse_time(message.get("timestamp"))
-        t.saw_time(when)
+    for message, when in messages_of(t, messages, problems):
         role = message.get("role")
         if role == "assistant":
             for tc in message.get("tool_calls") or ():
@@ -108,13 +103,8 @@ def calls_from_messages(
                 if not isinstance(function, dict) or not isinstance(function.get("name"), str):
                     problems.report(t.source, t.line, f"{t.label}: a tool call without a name")
                     continue
-                call_id = tc.get("id")
-                call = Call(
-                    agent=agent,
-                    tool=function["name"],
-                    arguments=parse_arguments(function.get("arguments")),
-                    time=when,
-                    call_id=call_id if isinstance(call_id, str) else None,
+                call = new_call(
+                    agent, function["name"], function.get("arguments"), when, tc.get("id")
                 )
                 yield from pending.add(call)
         elif role == "tool":

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ..common import Pending, parse_arguments, parse_time
+from ..common import Pending, messages_of, new_call, parse_time
 from ..jsonstream import JsonStream, JsonStreamError
 from ..model import Call, Problems, Transcript
 from ..sources import open_text
@@ -82,12 +82,7 @@ def _simulation(
 
 def _calls(t: Transcript, sim_id: str, messages: list[Any], problems: Problems) -> Iterator[Call]:
     pending = Pending()
-    for message in messages:
-        if not isinstance(message, dict):
-            problems.report(t.source, t.line, f"{t.label}: a message is not an object")
-            continue
-        when = parse_time(message.get("timestamp"))
-        t.saw_time(when)
+    for message, when in messages_of(t, messages, problems):
         if message.get("role") == "tool":
             yield from pending.resolve(message.get("id"), bool(message.get("error")))
             continue
@@ -97,13 +92,6 @@ def _calls(t: Transcript, sim_id: str, messages: list[Any], problems: Problems) 
                 continue
             requestor = tc.get("requestor") or message.get("role")
             agent = sim_id if requestor in (None, "assistant") else f"{sim_id}/{requestor}"
-            call_id = tc.get("id")
-            call = Call(
-                agent=agent,
-                tool=tc["name"],
-                arguments=parse_arguments(tc.get("arguments")),
-                time=when,
-                call_id=call_id if isinstance(call_id, str) else None,
-            )
+            call = new_call(agent, tc["name"], tc.get("arguments"), when, tc.get("id"))
             yield from pending.add(call)
     yield from pending.drain()
