@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
+
+from support.scripted_server import ScriptedHandler, ScriptedServer
 
 Block = dict[str, Any]
 TurnLike = Union[str, Block, list[Block], "Turn", Callable[[dict[str, Any]], Any]]
@@ -137,7 +137,7 @@ def _text_of(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-class FakeAnthropic:
+class FakeAnthropic(ScriptedServer):
     """The scripted model server; see the module docstring."""
 
     def __init__(
@@ -150,47 +150,13 @@ class FakeAnthropic:
         model: str = "fake-model",
         delay: float = 0.0,
     ) -> None:
-        self.script: list[Any] = list(turns)
-        self.after = after
+        super().__init__(turns, after)
         self.side = side
         self.side_reply = side_reply
         self.model = model
         self.delay = delay  # seconds to wait before each reply (to test timeouts)
-        self.requests: list[dict[str, Any]] = []  # every request body, in arrival order
-        self.paths: list[str] = []  # the path of each request, parallel to `requests`
         self.replies: list[Turn] = []  # what each scripted (non-side) request got
-        self.errors: list[str] = []  # exceptions raised while answering
-        self._lock = threading.Lock()
-        self._next = 0
         self._used_ids: set[str] = set()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle -------------------------------------------------------------------
-    def start(self) -> FakeAnthropic:
-        handler = _handler_for(self)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "not started"
-        return int(self._server.server_address[1])
 
     @property
     def url(self) -> str:
@@ -219,25 +185,11 @@ class FakeAnthropic:
         with self._lock:
             return [b for t in self.replies for b in t.blocks if b["type"] == "tool_use"]
 
-    def wait_for_requests(self, count: int, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if len(self.requests) >= count:
-                return True
-            time.sleep(0.02)
-        return False
-
     # -- answering -------------------------------------------------------------------
     def _reply_for(self, body: dict[str, Any]) -> Turn:
         if self.side is not None and self.side(body):
             return as_turn(self.side_reply, body, self._used_ids)
-        with self._lock:
-            if self._next < len(self.script):
-                chosen = self.script[self._next]
-                self._next += 1
-            else:
-                chosen = self.after
-        turn = as_turn(chosen, body)  # a callable runs outside the lock: it may block
+        turn = as_turn(self._take(), body)  # a callable runs outside the lock: it may block
         with self._lock:
             turn = as_turn(turn, body, self._used_ids)
             self.replies.append(turn)
@@ -314,81 +266,44 @@ def _rough_tokens(body: dict[str, Any]) -> int:
     return max(1, len(json.dumps(body.get("messages", []))) // 4)
 
 
-def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _Handler(ScriptedHandler):
+    fake: FakeAnthropic
+    json_headers = (("request-id", "req_fake"),)
+    event_headers = (("Cache-Control", "no-cache"), ("request-id", "req_fake"))
 
-        def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-            pass
+    def do_GET(self) -> None:
+        self.fake._log(self.path, {})
+        if self.path.split("?")[0].rstrip("/").endswith("/v1/models"):
+            model = {"id": self.fake.model, "type": "model", "display_name": self.fake.model}
+            self.send_json(200, {"data": [model], "has_more": False})
+        else:
+            self.send_json(404, {"type": "error", "error": {"type": "not_found_error"}})
 
-        def do_GET(self) -> None:
-            self._log(self.path, {})
-            if self.path.split("?")[0].rstrip("/").endswith("/v1/models"):
-                model = {"id": fake.model, "type": "model", "display_name": fake.model}
-                self._json(200, {"data": [model], "has_more": False})
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def answer_post(self, path: str, body: dict[str, Any], number: int) -> None:
+        fake = self.fake
+        if path.endswith("/count_tokens"):
+            self.send_json(200, {"input_tokens": _rough_tokens(body)})
+        elif path.endswith("/v1/messages"):
+            turn = fake._reply_for(body)
+            if fake.delay:
+                time.sleep(fake.delay)
+            if body.get("stream"):
+                self.send_events(fake._events(turn, body))
             else:
-                self._json(404, {"type": "error", "error": {"type": "not_found_error"}})
+                self.send_json(200, fake._message(turn, body))
+        else:
+            self.send_json(404, {"type": "error", "error": {"type": "not_found_error"}})
 
-        def do_HEAD(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+    def error_payload(self, message: str) -> dict[str, Any]:
+        return {
+            "type": "error",
+            "error": {"type": "api_error", "message": f"fake model: {message}"},
+        }
 
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                body = {"_unparsed": raw.decode("utf-8", "replace")}
-            path = self.path.split("?")[0].rstrip("/")
-            self._log(path, body)
-            try:
-                if path.endswith("/count_tokens"):
-                    self._json(200, {"input_tokens": _rough_tokens(body)})
-                elif path.endswith("/v1/messages"):
-                    turn = fake._reply_for(body)
-                    if fake.delay:
-                        time.sleep(fake.delay)
-                    if body.get("stream"):
-                        self._stream(fake._events(turn, body))
-                    else:
-                        self._json(200, fake._message(turn, body))
-                else:
-                    self._json(404, {"type": "error", "error": {"type": "not_found_error"}})
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the harness hung up (e.g. it was killed mid-run)
-            except Exception as exc:
-                fake.errors.append(f"{type(exc).__name__}: {exc}")
-                error = {"type": "api_error", "message": f"fake model: {exc}"}
-                self._json(500, {"type": "error", "error": error})
 
-        def _log(self, path: str, body: dict[str, Any]) -> None:
-            with fake._lock:
-                fake.paths.append(path)
-                fake.requests.append(body)
-
-        def _json(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("request-id", "req_fake")
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _stream(self, events: Iterator[tuple[str, dict[str, Any]]]) -> None:
-            chunks = [
-                f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events
-            ]
-            payload = b"".join(chunks)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Content-Length", str(len(payload)))
-            self.send_header("request-id", "req_fake")
-            self.end_headers()
-            self.wfile.write(payload)
-            self.wfile.flush()
-
-    return Handler
+FakeAnthropic.handler = _Handler

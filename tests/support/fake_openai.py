@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from support.scripted_server import ScriptedHandler, ScriptedServer
 
 Item = dict[str, Any]
 _ids = itertools.count(1)
@@ -76,40 +76,15 @@ def outputs_of(body: dict[str, Any]) -> list[FunctionOutput]:
     return found
 
 
-class FakeOpenAI:
+class FakeOpenAI(ScriptedServer):
     def __init__(self, turns: Iterable[Any] = (), *, after: Any = "Done.") -> None:
-        self.script = list(turns)
-        self.after = after
-        self.requests: list[dict[str, Any]] = []
+        super().__init__(turns, after)
         self.sent: list[Item] = []  # every item this server answered with, in order
-        self.errors: list[str] = []
-        self._next = 0
-        self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-
-    def start(self) -> FakeOpenAI:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
         """Base URL for a model provider's `base_url` (requests go to `{url}/responses`)."""
-        assert self._server is not None, "not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def function_calls(self) -> list[Item]:
         with self._lock:
@@ -126,13 +101,7 @@ class FakeOpenAI:
         return list(seen.values())
 
     def _reply(self, body: dict[str, Any]) -> list[Item]:
-        with self._lock:
-            if self._next < len(self.script):
-                turn = self.script[self._next]
-                self._next += 1
-            else:
-                turn = self.after
-        items = _items(turn, body)
+        items = _items(self._take(), body)
         with self._lock:
             self.sent.extend(items)
         return items
@@ -162,51 +131,24 @@ def _events(items: list[Item], number: int) -> list[dict[str, Any]]:
     return events
 
 
-def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _Handler(ScriptedHandler):
+    fake: FakeOpenAI
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+    def do_GET(self) -> None:
+        self.send_json(200, {"object": "list", "data": []})
 
-        def do_GET(self) -> None:
-            data = json.dumps({"object": "list", "data": []}).encode()
-            self._send(200, "application/json", data)
+    def answer_post(self, path: str, body: dict[str, Any], number: int) -> None:
+        if not self.path.rstrip("/").endswith("/responses"):
+            self.send_json(404, {"error": {"message": "not found"}})
+            return
+        items = self.fake._reply(body)
+        self.send_events((e["type"], e) for e in _events(items, number))
 
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                body = {"_unparsed": raw.decode("utf-8", "replace")}
-            with fake._lock:
-                fake.requests.append(body)
-                number = len(fake.requests)
-            if not self.path.rstrip("/").endswith("/responses"):
-                self._send(404, "application/json", b'{"error": {"message": "not found"}}')
-                return
-            try:
-                items = fake._reply(body)
-                payload = b"".join(
-                    f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode()
-                    for e in _events(items, number)
-                )
-                self._send(200, "text/event-stream", payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-            except Exception as exc:
-                fake.errors.append(f"{type(exc).__name__}: {exc}")
-                self._send(500, "application/json", json.dumps({"error": str(exc)}).encode())
+    def error_payload(self, message: str) -> dict[str, Any]:
+        return {"error": message}
 
-        def _send(self, status: int, kind: str, data: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
 
-    return Handler
+FakeOpenAI.handler = _Handler
 
 
 __all__ = [
