@@ -6,11 +6,15 @@ interpreter. All commands are measured interleaved in one run, as the median (an
 percentile) of N rounds after a warm-up:
 
 - `python -c pass`                the baseline
-- `python -c "import json, _sqlite3"` the floor: what the hook's decision must import
-  (the core's canonical JSON and SQLite's C module)
+- `python -c "import _json, _sqlite3, _blake2"` the floor: the C modules a decision
+  needs (canonical JSON, SQLite, the digest), with nothing of ours
 - hook, allowed                   a PreToolUse with a new call each time (store write)
 - hook, denied                    the same call past its limit (store write + output)
 - hook, unguarded tool            TodoWrite: exempt, no store opened
+- hook via the console script     the allowed case through pip's `dsh-circuit-breaker`
+  wrapper, which imports `re` first: why `install` writes `python -c ...` instead
+
+The hook rows run exactly the command `install claude-code` writes (hook_settings).
 
 Bytecode is cached for every command alike (PYTHONPYCACHEPREFIX in a temp dir), as an
 installed wheel has it; with PYTHONDONTWRITEBYTECODE and an editable install every hook
@@ -24,12 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from dsh_circuit_breaker.commands.hook_settings import hook_command
 
 ENTRY = Path(sys.executable).parent / "dsh-circuit-breaker"
 
@@ -39,11 +46,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
     args = parser.parse_args()
-    hook = (
-        [str(ENTRY), "hook"]
-        if ENTRY.exists()
-        else [sys.executable, "-m", "dsh_circuit_breaker.cli", "hook"]
-    )
+    hook = shlex.split(hook_command())
 
     with tempfile.TemporaryDirectory(prefix="cb-bench-") as tmp:
         env = {
@@ -68,13 +71,14 @@ def main() -> int:
         todo = _event("session-0", "TodoWrite", {"todos": []})
         cases = {
             "python -c pass": ([sys.executable, "-c", "pass"], lambda: b""),
-            "python -c 'import json, _sqlite3'": (
-                [sys.executable, "-c", "import json, _sqlite3"],
+            "python -c 'import _json, _sqlite3, _blake2'": (
+                [sys.executable, "-c", "import _json, _sqlite3, _blake2"],
                 lambda: b"",
             ),
             "hook, allowed (new call)": (hook, allowed),
             "hook, denied (repeat past limit)": (hook, lambda: repeated),
             "hook, unguarded tool (TodoWrite)": (hook, lambda: todo),
+            "hook via the console script": ([str(ENTRY), "hook"], allowed),
         }
         times: dict[str, list[float]] = {name: [] for name in cases}
         for round_ in range(args.warmup + args.rounds):

@@ -4,6 +4,8 @@ the user runs them (the real CLI in a subprocess) over a private HOME."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 import time
@@ -218,3 +220,10 @@ def test_incidents_readable_and_follow(tmp_path: Path) -> None:
     finally:
         follower.kill()
         follower.wait()
+
+
+def test_installed_command_is_this_interpreter_without_the_script_wrapper() -> None:
+    words = shlex.split(hs.hook_command(state="sqlite:////tmp/x.db"))
+    assert words[:3] == [os.path.abspath(sys.executable), "-c", hs.HOOK_PROGRAM]
+    assert words[3:] == ["hook", "--state", "sqlite:////tmp/x.db"]
+    assert hs.is_ours(shlex.join(words))

@@ -22,7 +22,6 @@ nothing ever falls back silently to the defaults.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -144,6 +143,8 @@ def _parse(path: str, raw: bytes) -> Any:
             return _toml().loads(raw.decode("utf-8"))
         if ext in ("yaml", "yml"):
             return _yaml().safe_load(raw)
+        import json
+
         return json.loads(raw)
     except ConfigError:
         raise

@@ -21,9 +21,10 @@ what a decision needs: a Python start is most of the hook's cost already.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+from .cjson import canonical, loads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def read_event(stream: Any) -> dict[str, Any]:
     if len(raw) > MAX_EVENT_BYTES:
         raise Malformed(f"event larger than {MAX_EVENT_BYTES} bytes, not judged")
     try:
-        event = json.loads(raw)
+        event = loads(raw)
     except (ValueError, RecursionError):
         raise Malformed("stdin is not a JSON hook event") from None
     if not isinstance(event, dict):
@@ -132,7 +133,7 @@ def handle(event: dict[str, Any], config_path: str | None, state: str | None) ->
         decision = breaker.check(agent, tool, event["tool_input"])
         if decision.allowed:
             return None
-        return json.dumps(
+        return canonical(
             {
                 "hookSpecificOutput": {
                     "hookEventName": "PreToolUse",

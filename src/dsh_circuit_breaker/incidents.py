@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -22,6 +21,8 @@ def incident_line(kind: str, tool: str, count: int, limit: int, who: dict[str, A
         "limit": limit,
     }
     record.update(who)
+    import json  # only on a first denial: the allow path of a hook skips the import
+
     return (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from .cjson import canonical
 
 try:  # hashlib loads OpenSSL first; the builtin module alone is much cheaper to import
     from _blake2 import blake2b
@@ -15,8 +15,6 @@ if TYPE_CHECKING:
 
 DIGEST_SIZE = 16
 
-_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-
 
 def call_key(tool: str, arguments: Any, ignore_args: frozenset[str]) -> bytes | None:
     """The digest of a call, or None when its arguments cannot be serialized.
@@ -27,7 +25,7 @@ def call_key(tool: str, arguments: Any, ignore_args: frozenset[str]) -> bytes | 
     if ignore_args and isinstance(arguments, dict) and not ignore_args.isdisjoint(arguments):
         arguments = {k: v for k, v in arguments.items() if k not in ignore_args}
     try:
-        text = _dumps(arguments)
+        text = canonical(arguments)
     except (TypeError, ValueError, RecursionError):
         return None  # bytes, sets, objects, cycles: the breaker cannot judge such a call
     if not _string_keys_only(arguments):

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import time
-from collections import deque
 
+from .cjson import canonical, loads
 from .keys import DIGEST_SIZE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections import deque
     from typing import Any
+else:  # the C type `collections` re-exports: the package costs a hook process an import
+    from _collections import deque
 
 FORMAT_VERSION = 1
 
@@ -86,11 +88,11 @@ class AgentState:
         return state
 
     def dumps(self) -> bytes:
-        return json.dumps(self.to_record(), separators=(",", ":")).encode()
+        return canonical(self.to_record()).encode()
 
     @classmethod
     def loads(cls, data: bytes | str) -> AgentState:
-        return cls.from_record(json.loads(data))
+        return cls.from_record(loads(data))
 
     def touch(self) -> None:
         self.updated = time.time()

@@ -30,7 +30,16 @@ from typing import Any
 
 EVENTS = ("PreToolUse", "UserPromptSubmit")
 HOOK_TIMEOUT = 30  # seconds; the hook answers in milliseconds, its lock wait is 2 s
-ENTRY_NAMES = ("dsh-circuit-breaker", "dsh_circuit_breaker.cli", "dsh_circuit_breaker.hook")
+# The hook runs this interpreter on a one-line program rather than the console script:
+# pip's script wrapper imports `re` first, a few milliseconds paid on every tool call.
+HOOK_PROGRAM = "from dsh_circuit_breaker.cli import main; main()"
+# Words that, followed by `hook`, make a command ours (older installs used the script).
+ENTRY_NAMES = (
+    "dsh-circuit-breaker",
+    "dsh_circuit_breaker.cli",
+    "dsh_circuit_breaker.hook",
+    HOOK_PROGRAM,
+)
 
 
 class SettingsError(Exception):
@@ -56,23 +65,8 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def entry_point() -> list[str]:
-    """The absolute command that runs this interpreter's `dsh-circuit-breaker`."""
-    script = Path(sys.executable).parent / "dsh-circuit-breaker"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script.absolute())]
-    found = shutil.which("dsh-circuit-breaker")
-    if found and _same_interpreter(found):
-        return [os.path.abspath(found)]
-    return [os.path.abspath(sys.executable), "-m", "dsh_circuit_breaker.cli"]
-
-
-def _same_interpreter(script: str) -> bool:
-    try:
-        with open(script, "rb") as handle:
-            first = handle.readline()
-    except OSError:
-        return False
-    return first.startswith(b"#!") and first[2:].strip().decode(errors="replace") == sys.executable
+    """The absolute command that runs this interpreter's `dsh-circuit-breaker` main."""
+    return [os.path.abspath(sys.executable), "-c", HOOK_PROGRAM]
 
 
 def hook_command(config: str | None = None, state: str | None = None) -> str:

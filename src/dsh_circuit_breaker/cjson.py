@@ -1,0 +1,77 @@
+"""JSON on the decision path through CPython's C accelerator (`_json`), without `json`.
+
+Importing the `json` package imports `re` (and with it `enum`, `functools`,
+`collections`): about 4 ms that a command hook, a new process for every tool call, would
+pay on each call. These functions call the very C functions `json` itself uses, with
+`json.dumps`'s own arguments, so the output is byte for byte the same
+(tests/test_cjson.py checks it over generated values). Anything unusual (an error, a
+byte-order mark, a Python without `_json`) goes to the `json` package itself, so
+behaviour and error messages are exactly `json`'s.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_c: Any  # the C module, used untyped: its stubs describe json's wrappers, not it
+try:
+    import _json as _c
+except ImportError:  # pragma: no cover - not CPython
+    _c = None
+
+
+def _unserializable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+class _DecodeContext:
+    """The attributes `json.scanner.make_scanner` reads from a `JSONDecoder`."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name: str) -> float:
+        return {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}[name]
+
+
+_scan = _c.make_scanner(_DecodeContext()) if _c is not None else None
+_WHITESPACE = " \t\n\r"
+
+
+def canonical(value: Any) -> str:
+    """`json.dumps(value, sort_keys=True, separators=(",", ":"))`.
+
+    Raises TypeError / ValueError / RecursionError exactly where that call would.
+    """
+    if _c is None:  # pragma: no cover - not CPython
+        import json
+
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    # A fresh encoder (and cycle-marker dict) per value, as json.dumps makes one.
+    encode = _c.make_encoder(
+        {}, _unserializable, _c.encode_basestring_ascii, None, ":", ",", True, False, True
+    )
+    text: str = "".join(encode(value, 0))
+    return text
+
+
+def loads(data: str | bytes) -> Any:
+    """`json.loads(data)`."""
+    if _scan is not None:
+        try:
+            text = data.decode("utf-8") if isinstance(data, bytes) else data
+            start = len(text) - len(text.lstrip(_WHITESPACE))
+            value, end = _scan(text, start)
+            if not text[end:].strip(_WHITESPACE):
+                return value
+        except Exception:  # json below raises the proper error (or, for UTF-16, succeeds)
+            pass
+    import json
+
+    return json.loads(data)
