@@ -14,6 +14,9 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
+# Shared checks the integration tests call: rewritten so that a failure shows the values.
+pytest.register_assert_rewrite("support.agent_scenarios")
+
 
 def require(available: bool, what: str) -> None:
     if available:

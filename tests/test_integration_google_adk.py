@@ -10,6 +10,14 @@ from typing import Any
 import pytest
 
 from conftest import require
+from support.agent_scenarios import (
+    GIVE_UP,
+    Call,
+    assert_loop_refusal,
+    edit_test_cycle,
+    is_refusal,
+    loop_call,
+)
 
 try:
     from google.adk.agents import LlmAgent
@@ -30,10 +38,6 @@ except ImportError:  # pragma: no cover - only without the extra
 
 from dsh_circuit_breaker import CircuitBreaker, Config
 
-DENIED = "Circuit breaker: this search call was NOT run"
-GIVE_UP = "I keep being refused; stopping here."
-
-Call = tuple[str, dict[str, Any], str]  # function name, args, call id
 Response = tuple[str, str, dict[str, Any]]  # call id, name, response
 
 
@@ -78,7 +82,7 @@ def responses(contents: list[Any]) -> list[Response]:
 
 
 def refusals(contents: list[Any]) -> list[Response]:
-    return [r for r in responses(contents) if "Circuit breaker" in str(r[2].get("error", ""))]
+    return [r for r in responses(contents) if is_refusal(str(r[2].get("error", "")))]
 
 
 def this_turn(contents: list[Any]) -> list[Any]:
@@ -94,7 +98,7 @@ def looping(tag: str, give_up_after: int = 3) -> ScriptedLlm:
         if len(refusals(turn)) >= give_up_after:
             return GIVE_UP
         mine = [r for r in responses(turn) if r[0].startswith(tag)]
-        return ("search", {"query": "same"}, f"{tag}-{len(mine)}")
+        return loop_call(tag, len(mine))
 
     return ScriptedLlm(respond=respond, seen=[])
 
@@ -160,8 +164,7 @@ def check_loop(model: ScriptedLlm, events: list[Any], ran: list[str], tag: str =
     assert [r[0] for r in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
     for _, name, response in denied:
         assert name == "search"
-        assert str(response["error"]).startswith(DENIED)
-        assert "already run 6 times (limit 6" in response["error"]
+        assert_loop_refusal(str(response["error"]))
     mine = [r for r in responses(last) if r[0].startswith(tag)]
     assert all("result" in r[2] for r in mine[:6])
     assert final_text(events) == GIVE_UP
@@ -185,11 +188,7 @@ def test_loop_is_refused_after_six_sync_and_async() -> None:
 
 def test_healthy_edit_test_cycle_is_never_refused() -> None:
     edits = 15
-    script: list[Call] = []
-    for i in range(edits):
-        script.append(("run_tests", {"path": "tests/"}, f"t{i}"))
-        script.append(("edit", {"file": "a.py", "text": f"fix {i}"}, f"e{i}"))
-    script.append(("run_tests", {"path": "tests/"}, "final"))
+    script = edit_test_cycle(edits)
     ran: list[str] = []
 
     def run_tests(path: str) -> str:

@@ -10,6 +10,13 @@ from typing import Any
 import pytest
 
 from conftest import require
+from support.agent_scenarios import (
+    GIVE_UP,
+    assert_loop_refusal,
+    edit_test_cycle,
+    is_refusal,
+    loop_call,
+)
 
 try:
     from langchain.agents import create_agent
@@ -26,9 +33,6 @@ except ImportError:  # pragma: no cover - only without the extra
     HAVE = False
 
 from dsh_circuit_breaker import CircuitBreaker, Config
-
-DENIED = "Circuit breaker: this search call was NOT run"
-GIVE_UP = "I keep being refused; stopping here."
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +70,7 @@ def tool_messages(messages: list[BaseMessage]) -> list[ToolMessage]:
 
 
 def refusals(messages: list[BaseMessage]) -> list[ToolMessage]:
-    return [m for m in tool_messages(messages) if "Circuit breaker" in str(m.content)]
+    return [m for m in tool_messages(messages) if is_refusal(str(m.content))]
 
 
 def call(name: str, args: dict[str, Any], id: str) -> AIMessage:
@@ -78,7 +82,7 @@ def looping(tag: str, give_up_after: int = 3) -> ScriptedModel:
         turn = this_turn(messages)
         if len(refusals(turn)) >= give_up_after:
             return AIMessage(content=GIVE_UP)
-        return call("search", {"query": "same"}, f"{tag}-{len(tool_messages(turn))}")
+        return call(*loop_call(tag, len(tool_messages(turn))))
 
     return ScriptedModel(respond=respond)
 
@@ -113,8 +117,7 @@ def check_loop_run(messages: list[BaseMessage], ran: list[str], tag: str = "loop
     for m in denied:
         assert m.status == "error"
         assert m.name == "search"
-        assert str(m.content).startswith(DENIED)
-        assert "already run 6 times (limit 6" in str(m.content)
+        assert_loop_refusal(str(m.content))
     assert all(m.status == "success" for m in tool_messages(messages)[:6])
     assert_valid_history(messages)
     final = messages[-1]
@@ -163,11 +166,7 @@ def test_parallel_identical_calls_in_one_turn() -> None:
 
 def test_healthy_edit_test_cycle_is_never_refused() -> None:
     edits = 15
-    script: list[AIMessage] = []
-    for i in range(edits):
-        script.append(call("run_tests", {"path": "tests/"}, f"t{i}"))
-        script.append(call("edit", {"file": "a.py", "text": f"fix {i}"}, f"e{i}"))
-    script.append(call("run_tests", {"path": "tests/"}, "final"))
+    script = [call(*c) for c in edit_test_cycle(edits)]
 
     def respond(messages: list[BaseMessage]) -> AIMessage:
         n = len(tool_messages(messages))

@@ -11,6 +11,13 @@ from typing import Any
 import pytest
 
 from conftest import require
+from support.agent_scenarios import (
+    GIVE_UP,
+    assert_loop_refusal,
+    edit_test_cycle,
+    is_refusal,
+    loop_call,
+)
 
 try:
     from agents import Agent, Runner, function_tool, handoff, set_tracing_disabled
@@ -27,9 +34,6 @@ except ImportError:  # pragma: no cover - only without the extra
     HAVE = False
 
 from dsh_circuit_breaker import CircuitBreaker, Config
-
-DENIED = "Circuit breaker: this search call was NOT run"
-GIVE_UP = "I keep being refused; stopping here."
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +52,7 @@ def outputs(input_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def refusals(input_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [i for i in outputs(input_items) if "Circuit breaker" in str(i.get("output"))]
+    return [i for i in outputs(input_items) if is_refusal(str(i.get("output")))]
 
 
 def reactive(respond: Callable[[list[dict[str, Any]]], Any], steps: int = 40) -> ScriptedModel:
@@ -59,9 +63,10 @@ def reactive(respond: Callable[[list[dict[str, Any]]], Any], steps: int = 40) ->
 def looping(tag: str, give_up_after: int = 3, tool: str = "search") -> ScriptedModel:
     def respond(seen: list[dict[str, Any]]) -> Any:
         mine = [o for o in outputs(seen) if str(o["call_id"]).startswith(tag)]
-        if len([o for o in mine if "Circuit breaker" in str(o["output"])]) >= give_up_after:
+        if len([o for o in mine if is_refusal(str(o["output"]))]) >= give_up_after:
             return assistant_message(GIVE_UP)
-        return function_call(tool, {"query": "same"}, call_id=f"{tag}-{len(mine)}")
+        _, args, call_id = loop_call(tag, len(mine))
+        return function_call(tool, args, call_id=call_id)
 
     return reactive(respond)
 
@@ -88,8 +93,7 @@ def check_loop_run(model: ScriptedModel, output: Any, ran: list[str], tag: str =
     denied = refusals(seen)
     assert [o["call_id"] for o in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
     for o in denied:
-        assert str(o["output"]).startswith(DENIED)
-        assert "already run 6 times (limit 6" in str(o["output"])
+        assert_loop_refusal(str(o["output"]))
     # Every call the model made is answered once, by its own id.
     calls = [i["call_id"] for i in seen if i.get("type") == "function_call"]
     assert sorted(calls) == sorted(o["call_id"] for o in outputs(seen))
@@ -136,16 +140,12 @@ def test_loop_is_refused_after_six_async_and_streamed() -> None:
 
 def test_healthy_edit_test_cycle_is_never_refused() -> None:
     edits = 15
-    script: list[tuple[str, dict[str, Any]]] = []
-    for i in range(edits):
-        script.append(("run_tests", {"path": "tests/"}))
-        script.append(("edit", {"file": "a.py", "text": f"fix {i}"}))
-    script.append(("run_tests", {"path": "tests/"}))
+    script = edit_test_cycle(edits)
 
     def respond(seen: list[dict[str, Any]]) -> Any:
         n = len(outputs(seen))
         if n < len(script):
-            name, args = script[n]
+            name, args, _ = script[n]  # the calls get ids c0, c1, ... here
             return function_call(name, args, call_id=f"c{n}")
         return assistant_message("all green")
 

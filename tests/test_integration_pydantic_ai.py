@@ -8,6 +8,13 @@ from typing import Any
 import pytest
 
 from conftest import require
+from support.agent_scenarios import (
+    GIVE_UP,
+    assert_loop_refusal,
+    edit_test_cycle,
+    is_refusal,
+    loop_call,
+)
 
 try:
     from pydantic_ai import Agent
@@ -30,8 +37,6 @@ except ImportError:  # pragma: no cover - only without the extra
 
 from dsh_circuit_breaker import CircuitBreaker, Config
 
-DENIED = "Circuit breaker: this search call was NOT run"
-
 
 @pytest.fixture(autouse=True)
 def _need_pydantic_ai() -> None:
@@ -49,7 +54,7 @@ def returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
 
 
 def refusals(messages: list[ModelMessage]) -> list[ToolReturnPart]:
-    return [p for p in returns(messages) if "Circuit breaker" in str(p.content)]
+    return [p for p in returns(messages) if is_refusal(str(p.content))]
 
 
 def this_run(messages: list[ModelMessage]) -> list[ModelMessage]:
@@ -67,11 +72,9 @@ def looping_model(tag: str, give_up_after: int = 3) -> FunctionModel:
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(refusals(this_run(messages))) >= give_up_after:
-            return ModelResponse(parts=[TextPart("I keep being refused; stopping here.")])
-        n = len(returns(messages))
-        return ModelResponse(
-            parts=[ToolCallPart("search", {"query": "same"}, tool_call_id=f"{tag}-{n}")]
-        )
+            return ModelResponse(parts=[TextPart(GIVE_UP)])
+        name, args, call_id = loop_call(tag, len(returns(messages)))
+        return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=call_id)])
 
     return FunctionModel(respond)
 
@@ -109,13 +112,12 @@ def check_loop_run(
     assert len(denied) == 3
     for part in denied:
         assert part.outcome == "failed"  # sent to the provider as an error result
-        assert str(part.content).startswith(DENIED)
-        assert "already run 6 times (limit 6" in str(part.content)
+        assert_loop_refusal(str(part.content))
     # The refusals answer the 7th, 8th and 9th calls, by their own ids.
     assert [p.tool_call_id for p in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
     assert all(p.outcome == "success" for p in returns(messages)[:6])
     assert_valid_history(messages)
-    assert output == "I keep being refused; stopping here."
+    assert output == GIVE_UP
 
 
 def test_loop_is_refused_after_six_sync() -> None:
@@ -150,13 +152,7 @@ def test_refusal_does_not_use_retry_budget() -> None:
 
 def test_healthy_edit_test_cycle_is_never_refused() -> None:
     edits = 15
-    script: list[ToolCallPart] = []
-    for i in range(edits):
-        script.append(ToolCallPart("run_tests", {"path": "tests/"}, tool_call_id=f"t{i}"))
-        script.append(
-            ToolCallPart("edit", {"file": "a.py", "text": f"fix {i}"}, tool_call_id=f"e{i}")
-        )
-    script.append(ToolCallPart("run_tests", {"path": "tests/"}, tool_call_id="final"))
+    script = [ToolCallPart(n, args, tool_call_id=i) for n, args, i in edit_test_cycle(edits)]
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         n = len(returns(messages))
@@ -311,7 +307,7 @@ def test_loop_is_refused_after_six_streamed() -> None:
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
         if len(refusals(this_run(messages))) >= 3:
-            yield "I keep being refused; stopping here."
+            yield GIVE_UP
             return
         n = len(returns(messages))
         yield {

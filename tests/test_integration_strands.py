@@ -12,6 +12,14 @@ from typing import Any
 import pytest
 
 from conftest import require
+from support.agent_scenarios import (
+    GIVE_UP,
+    Call,
+    assert_loop_refusal,
+    edit_test_cycle,
+    is_refusal,
+    loop_call,
+)
 
 try:
     from strands import Agent, tool
@@ -25,11 +33,6 @@ except ImportError:  # pragma: no cover - only without the extra
     HAVE = False
 
 from dsh_circuit_breaker import CircuitBreaker, Config
-
-DENIED = "Circuit breaker: this search call was NOT run"
-GIVE_UP = "I keep being refused; stopping here."
-
-Call = tuple[str, dict[str, Any], str]  # tool name, input, toolUseId
 
 
 @pytest.fixture(autouse=True)
@@ -92,7 +95,7 @@ def text_of(result: dict[str, Any]) -> str:
 
 
 def refusals(messages: list[Any]) -> list[dict[str, Any]]:
-    return [r for r in results(messages) if "Circuit breaker" in text_of(r)]
+    return [r for r in results(messages) if is_refusal(text_of(r))]
 
 
 def this_turn(messages: list[Any]) -> list[Any]:
@@ -109,7 +112,7 @@ def looping(tag: str, give_up_after: int = 3) -> ScriptedModel:
         turn = this_turn(messages)
         if len(refusals(turn)) >= give_up_after:
             return GIVE_UP
-        return ("search", {"query": "same"}, f"{tag}-{len(results(turn))}")
+        return loop_call(tag, len(results(turn)))
 
     return ScriptedModel(respond)
 
@@ -139,8 +142,7 @@ def check_loop(agent: Agent, reply: Any, ran: list[str], tag: str = "loop") -> N
     assert [r["toolUseId"] for r in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
     for r in denied:
         assert r["status"] == "error"
-        assert text_of(r).startswith(DENIED)
-        assert "already run 6 times (limit 6" in text_of(r)
+        assert_loop_refusal(text_of(r))
     assert all(r["status"] == "success" for r in results(messages)[:6])
     # Every toolUse is answered once, by id, in the next message.
     for i, m in enumerate(messages):
@@ -164,11 +166,7 @@ def test_loop_is_refused_after_six_async() -> None:
 
 def test_healthy_edit_test_cycle_is_never_refused() -> None:
     edits = 15
-    script: list[Call] = []
-    for i in range(edits):
-        script.append(("run_tests", {"path": "tests/"}, f"t{i}"))
-        script.append(("edit", {"file": "a.py", "text": f"fix {i}"}, f"e{i}"))
-    script.append(("run_tests", {"path": "tests/"}, "final"))
+    script = edit_test_cycle(edits)
 
     def respond(messages: list[Any]) -> str | Call:
         n = len(results(messages))
