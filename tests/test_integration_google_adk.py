@@ -15,8 +15,10 @@ from support.agent_scenarios import (
     Call,
     assert_loop_refusal,
     edit_test_cycle,
+    edit_test_functions,
     is_refusal,
     loop_call,
+    search_function,
 )
 
 try:
@@ -108,12 +110,7 @@ def scripted(respond: Callable[[list[Any]], str | Call]) -> ScriptedLlm:
 
 
 def search_tool(ran: list[str]) -> Any:
-    def search(query: str) -> str:
-        """Search the web."""
-        ran.append(query)
-        return f"results for {query}"
-
-    return search
+    return search_function(ran)
 
 
 def runner_for(agent: Any, plugin: Any) -> InMemoryRunner:
@@ -190,16 +187,7 @@ def test_healthy_edit_test_cycle_is_never_refused() -> None:
     edits = 15
     script = edit_test_cycle(edits)
     ran: list[str] = []
-
-    def run_tests(path: str) -> str:
-        """Run the tests."""
-        ran.append("test")
-        return "1 failed"
-
-    def edit(file: str, text: str) -> str:
-        """Edit a file."""
-        ran.append("edit")
-        return "ok"
+    run_tests, edit = edit_test_functions(ran)
 
     def respond(contents: list[Any]) -> str | Call:
         n = len(responses(contents))

@@ -14,8 +14,10 @@ from support.agent_scenarios import (
     GIVE_UP,
     assert_loop_refusal,
     edit_test_cycle,
+    edit_test_functions,
     is_refusal,
     loop_call,
+    search_function,
 )
 
 try:
@@ -88,13 +90,7 @@ def looping(tag: str, give_up_after: int = 3) -> ScriptedModel:
 
 
 def search_tool(ran: list[str]) -> Any:
-    @tool
-    def search(query: str) -> str:
-        """Search the web."""
-        ran.append(query)
-        return f"results for {query}"
-
-    return search
+    return tool(search_function(ran))
 
 
 def assert_valid_history(messages: list[BaseMessage]) -> None:
@@ -173,18 +169,7 @@ def test_healthy_edit_test_cycle_is_never_refused() -> None:
         return script[n] if n < len(script) else AIMessage(content="all green")
 
     ran: list[str] = []
-
-    @tool
-    def run_tests(path: str) -> str:
-        """Run the tests."""
-        ran.append("test")
-        return "1 failed"
-
-    @tool
-    def edit(file: str, text: str) -> str:
-        """Edit a file."""
-        ran.append("edit")
-        return "ok"
+    run_tests, edit = (tool(f) for f in edit_test_functions(ran))
 
     agent = create_agent(
         ScriptedModel(respond=respond), [run_tests, edit], middleware=[CircuitBreakerMiddleware()]

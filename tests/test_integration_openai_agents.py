@@ -15,8 +15,10 @@ from support.agent_scenarios import (
     GIVE_UP,
     assert_loop_refusal,
     edit_test_cycle,
+    edit_test_functions,
     is_refusal,
     loop_call,
+    search_function,
 )
 
 try:
@@ -72,13 +74,7 @@ def looping(tag: str, give_up_after: int = 3, tool: str = "search") -> ScriptedM
 
 
 def search_tool(ran: list[str]) -> Any:
-    @function_tool
-    def search(query: str) -> str:
-        """Search the web."""
-        ran.append(query)
-        return f"results for {query}"
-
-    return search
+    return function_tool(search_function(ran))
 
 
 def last_input(model: ScriptedModel) -> list[dict[str, Any]]:
@@ -150,18 +146,7 @@ def test_healthy_edit_test_cycle_is_never_refused() -> None:
         return assistant_message("all green")
 
     ran: list[str] = []
-
-    @function_tool
-    def run_tests(path: str) -> str:
-        """Run the tests."""
-        ran.append("test")
-        return "1 failed"
-
-    @function_tool
-    def edit(file: str, text: str) -> str:
-        """Edit a file."""
-        ran.append("edit")
-        return "ok"
+    run_tests, edit = (function_tool(f) for f in edit_test_functions(ran))
 
     model = reactive(respond, steps=2 * edits + 2)
     agent = Agent(name="coder", model=model, tools=[run_tests, edit])

@@ -9,6 +9,7 @@ here reports the values as one written in a test would.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 Call = tuple[str, dict[str, Any], str]  # tool name, arguments, call id
@@ -45,3 +46,32 @@ def edit_test_cycle(edits: int) -> list[Call]:
         script.append(("edit", {"file": "a.py", "text": f"fix {i}"}, f"e{i}"))
     script.append(("run_tests", {"path": "tests/"}, "final"))
     return script
+
+
+def search_function(ran: list[str]) -> Callable[[str], str]:
+    """The looping model's tool as a plain function (each framework wraps it its own way):
+    records each query it runs in `ran`."""
+
+    def search(query: str) -> str:
+        """Search the web."""
+        ran.append(query)
+        return f"results for {query}"
+
+    return search
+
+
+def edit_test_functions(ran: list[str]) -> tuple[Callable[[str], str], Callable[[str, str], str]]:
+    """The edit-test cycle's two tools as plain functions: `run_tests` always reports a
+    failure, `edit` succeeds; each records "test" or "edit" in `ran` when it runs."""
+
+    def run_tests(path: str) -> str:
+        """Run the tests."""
+        ran.append("test")
+        return "1 failed"
+
+    def edit(file: str, text: str) -> str:
+        """Edit a file."""
+        ran.append("edit")
+        return "ok"
+
+    return run_tests, edit
