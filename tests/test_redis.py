@@ -16,6 +16,7 @@ import pytest
 from conftest import require
 from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError
 from dsh_circuit_breaker.stores import StoreUnavailable, store_from_url
+from support.breaker_warnings import count_warnings
 from support.redis_server import RedisServer, fresh_url, redis_available, shared_server
 
 
@@ -257,8 +258,7 @@ def test_forked_child_uses_its_own_connection(caplog: Any) -> None:
         return [breaker.check("a", "t", {"who": who, "i": i}).allowed for i in range(150)]
 
     def child() -> None:
-        warned = _Counter()
-        logging.getLogger("dsh_circuit_breaker").addHandler(warned)
+        warned = count_warnings()
         out.put((all(run("child")), warned.count))
 
     process = context.Process(target=child)
@@ -271,15 +271,6 @@ def test_forked_child_uses_its_own_connection(caplog: Any) -> None:
     assert caplog.text == ""  # had they shared the socket, replies would have crossed
     assert dict(breaker.store.agents())["a"].calls == 301
     breaker.close()
-
-
-class _Counter(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.count = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.count += 1
 
 
 def test_unreadable_record_fails_open_and_spares_the_connection(caplog: Any) -> None:

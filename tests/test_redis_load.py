@@ -4,7 +4,6 @@ allowed calls are exactly what the rules say, whatever the interleaving."""
 from __future__ import annotations
 
 import json
-import logging
 import multiprocessing
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import CircuitBreaker, Config
+from support.breaker_warnings import count_warnings
 from support.redis_server import fresh_url, redis_available
 
 PROCESSES = 32
@@ -28,18 +28,8 @@ def _config(incident_log: str) -> Config:
     return Config(max_calls_per_agent=CAP, incident_log=incident_log, store_timeout=30.0)
 
 
-class _Count(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.count = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.count += 1
-
-
 def _worker(index: int, url: str, log: str, barrier: Any, results: Any) -> None:
-    warnings = _Count()
-    logging.getLogger("dsh_circuit_breaker").addHandler(warnings)
+    warnings = count_warnings()
     breaker = CircuitBreaker(_config(log), state=url)
     # Each process walks the agents from its own starting point, so every agent has
     # several processes contending for it at any moment.
