@@ -10,7 +10,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -154,19 +154,26 @@ def test_stopped_mid_run_under_concurrent_load(server: RedisServer) -> None:
 
 
 @contextlib.contextmanager
-def _black_hole() -> Iterator[int]:
-    """A TCP listener on 127.0.0.1 that accepts connections and never answers."""
+def _listener(
+    on_accept: Callable[[socket.socket, threading.Event], list[socket.socket]],
+) -> Iterator[int]:
+    """A TCP listener on 127.0.0.1 (yields its port) whose thread hands each connection to
+    `on_accept(connection, done)`. At the end `done` is set, and the sockets `on_accept`
+    returned are shut down and closed, with the listener."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    held: list[socket.socket] = []
+    listener.settimeout(0.05)
     done = threading.Event()
+    sockets: list[socket.socket] = []
 
     def accept() -> None:
-        listener.settimeout(0.05)
         while not done.is_set():
-            with contextlib.suppress(OSError):
-                held.append(listener.accept()[0])
+            try:
+                connection = listener.accept()[0]
+            except OSError:
+                continue
+            sockets.extend(on_accept(connection, done))
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
@@ -175,9 +182,16 @@ def _black_hole() -> Iterator[int]:
     finally:
         done.set()
         thread.join()
-        for conn in held:
-            conn.close()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
         listener.close()
+
+
+def _black_hole() -> contextlib.AbstractContextManager[int]:
+    """A TCP listener on 127.0.0.1 that accepts connections and never answers."""
+    return _listener(lambda connection, done: [connection])
 
 
 @pytest.mark.parametrize(
@@ -210,18 +224,11 @@ def test_unresponsive_redis_costs_one_budget_per_retry_period() -> None:
     assert max(rest) < 0.1  # no new attempt until retry_after has passed
 
 
-@contextlib.contextmanager
-def _slow_proxy(target_port: int, delay: float) -> Iterator[int]:
+def _slow_proxy(target_port: int, delay: float) -> contextlib.AbstractContextManager[int]:
     """Forwards to Redis on 127.0.0.1, holding every reply back by `delay` seconds: a
     server that answers, but slowly (an overloaded Redis, a congested link)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    listener.settimeout(0.05)
-    done = threading.Event()
-    sockets: list[socket.socket] = []
 
-    def pump(src: socket.socket, dst: socket.socket, wait: float) -> None:
+    def pump(src: socket.socket, dst: socket.socket, wait: float, done: threading.Event) -> None:
         with contextlib.suppress(OSError):
             while not done.is_set():
                 data = src.recv(65536)
@@ -233,29 +240,13 @@ def _slow_proxy(target_port: int, delay: float) -> Iterator[int]:
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
 
-    def accept() -> None:
-        while not done.is_set():
-            try:
-                client = listener.accept()[0]
-            except OSError:
-                continue
-            upstream = socket.create_connection(("127.0.0.1", target_port))
-            sockets.extend([client, upstream])
-            threading.Thread(target=pump, args=(client, upstream, 0.0), daemon=True).start()
-            threading.Thread(target=pump, args=(upstream, client, delay), daemon=True).start()
+    def forward(client: socket.socket, done: threading.Event) -> list[socket.socket]:
+        upstream = socket.create_connection(("127.0.0.1", target_port))
+        for src, dst, wait in ((client, upstream, 0.0), (upstream, client, delay)):
+            threading.Thread(target=pump, args=(src, dst, wait, done), daemon=True).start()
+        return [client, upstream]
 
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        done.set()
-        thread.join()
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-        listener.close()
+    return _listener(forward)
 
 
 def test_slow_redis_within_budget_still_enforces(server: RedisServer) -> None:
