@@ -10,16 +10,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from support.agent_scenarios import (
-    GIVE_UP,
-    Call,
-    assert_loop_refusal,
-    edit_test_cycle,
-    edit_test_functions,
-    is_refusal,
-    loop_call,
-    search_function,
-)
+from support import agent_scenarios as scenario
 
 try:
     from google.adk.agents import LlmAgent
@@ -84,7 +75,7 @@ def responses(contents: list[Any]) -> list[Response]:
 
 
 def refusals(contents: list[Any]) -> list[Response]:
-    return [r for r in responses(contents) if is_refusal(str(r[2].get("error", "")))]
+    return [r for r in responses(contents) if scenario.is_refusal(str(r[2].get("error", "")))]
 
 
 def this_turn(contents: list[Any]) -> list[Any]:
@@ -95,22 +86,22 @@ def this_turn(contents: list[Any]) -> list[Any]:
 
 
 def looping(tag: str, give_up_after: int = 3) -> ScriptedLlm:
-    def respond(contents: list[Any]) -> str | Call:
+    def respond(contents: list[Any]) -> str | scenario.Call:
         turn = this_turn(contents)
         if len(refusals(turn)) >= give_up_after:
-            return GIVE_UP
+            return scenario.GIVE_UP
         mine = [r for r in responses(turn) if r[0].startswith(tag)]
-        return loop_call(tag, len(mine))
+        return scenario.loop_call(tag, len(mine))
 
     return ScriptedLlm(respond=respond, seen=[])
 
 
-def scripted(respond: Callable[[list[Any]], str | Call]) -> ScriptedLlm:
+def scripted(respond: Callable[[list[Any]], str | scenario.Call]) -> ScriptedLlm:
     return ScriptedLlm(respond=respond, seen=[])
 
 
 def search_tool(ran: list[str]) -> Any:
-    return search_function(ran)
+    return scenario.search_function(ran)
 
 
 def runner_for(agent: Any, plugin: Any) -> InMemoryRunner:
@@ -161,10 +152,10 @@ def check_loop(model: ScriptedLlm, events: list[Any], ran: list[str], tag: str =
     assert [r[0] for r in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
     for _, name, response in denied:
         assert name == "search"
-        assert_loop_refusal(str(response["error"]))
+        scenario.assert_loop_refusal(str(response["error"]))
     mine = [r for r in responses(last) if r[0].startswith(tag)]
     assert all("result" in r[2] for r in mine[:6])
-    assert final_text(events) == GIVE_UP
+    assert final_text(events) == scenario.GIVE_UP
 
 
 def test_loop_is_refused_after_six_sync_and_async() -> None:
@@ -185,11 +176,11 @@ def test_loop_is_refused_after_six_sync_and_async() -> None:
 
 def test_healthy_edit_test_cycle_is_never_refused() -> None:
     edits = 15
-    script = edit_test_cycle(edits)
+    script = scenario.edit_test_cycle(edits)
     ran: list[str] = []
-    run_tests, edit = edit_test_functions(ran)
+    run_tests, edit = scenario.edit_test_functions(ran)
 
-    def respond(contents: list[Any]) -> str | Call:
+    def respond(contents: list[Any]) -> str | scenario.Call:
         n = len(responses(contents))
         return script[n] if n < len(script) else "all green"
 
@@ -202,8 +193,8 @@ def test_healthy_edit_test_cycle_is_never_refused() -> None:
     assert final_text(events) == "all green"
 
 
-def four_then(tag: str, then: Call) -> ScriptedLlm:
-    def respond(contents: list[Any]) -> str | Call:
+def four_then(tag: str, then: scenario.Call) -> ScriptedLlm:
+    def respond(contents: list[Any]) -> str | scenario.Call:
         mine = [r for r in responses(contents) if r[0].startswith(tag)]
         if len(mine) < 4:
             return ("search", {"query": "same"}, f"{tag}{len(mine)}")
@@ -226,7 +217,7 @@ def test_transfer_target_and_agent_tool_have_their_own_state() -> None:
             name="child", model=child_model, tools=[search_tool(ran)], description="digs"
         )
         if how == "transfer":
-            then: Call = ("transfer_to_agent", {"agent_name": "child"}, "p-go")
+            then: scenario.Call = ("transfer_to_agent", {"agent_name": "child"}, "p-go")
             root = LlmAgent(
                 name="root",
                 model=four_then("p", then),

@@ -10,15 +10,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from support.agent_scenarios import (
-    GIVE_UP,
-    assert_loop_refusal,
-    edit_test_cycle,
-    edit_test_functions,
-    is_refusal,
-    loop_call,
-    search_function,
-)
+from support import agent_scenarios as scenario
 
 try:
     from langchain.agents import create_agent
@@ -72,7 +64,7 @@ def tool_messages(messages: list[BaseMessage]) -> list[ToolMessage]:
 
 
 def refusals(messages: list[BaseMessage]) -> list[ToolMessage]:
-    return [m for m in tool_messages(messages) if is_refusal(str(m.content))]
+    return [m for m in tool_messages(messages) if scenario.is_refusal(str(m.content))]
 
 
 def call(name: str, args: dict[str, Any], id: str) -> AIMessage:
@@ -83,14 +75,14 @@ def looping(tag: str, give_up_after: int = 3) -> ScriptedModel:
     def respond(messages: list[BaseMessage]) -> AIMessage:
         turn = this_turn(messages)
         if len(refusals(turn)) >= give_up_after:
-            return AIMessage(content=GIVE_UP)
-        return call(*loop_call(tag, len(tool_messages(turn))))
+            return AIMessage(content=scenario.GIVE_UP)
+        return call(*scenario.loop_call(tag, len(tool_messages(turn))))
 
     return ScriptedModel(respond=respond)
 
 
 def search_tool(ran: list[str]) -> Any:
-    return tool(search_function(ran))
+    return tool(scenario.search_function(ran))
 
 
 def assert_valid_history(messages: list[BaseMessage]) -> None:
@@ -113,11 +105,11 @@ def check_loop_run(messages: list[BaseMessage], ran: list[str], tag: str = "loop
     for m in denied:
         assert m.status == "error"
         assert m.name == "search"
-        assert_loop_refusal(str(m.content))
+        scenario.assert_loop_refusal(str(m.content))
     assert all(m.status == "success" for m in tool_messages(messages)[:6])
     assert_valid_history(messages)
     final = messages[-1]
-    assert isinstance(final, AIMessage) and final.content == GIVE_UP
+    assert isinstance(final, AIMessage) and final.content == scenario.GIVE_UP
 
 
 def test_loop_is_refused_after_six_sync() -> None:
@@ -162,14 +154,14 @@ def test_parallel_identical_calls_in_one_turn() -> None:
 
 def test_healthy_edit_test_cycle_is_never_refused() -> None:
     edits = 15
-    script = [call(*c) for c in edit_test_cycle(edits)]
+    script = [call(*c) for c in scenario.edit_test_cycle(edits)]
 
     def respond(messages: list[BaseMessage]) -> AIMessage:
         n = len(tool_messages(messages))
         return script[n] if n < len(script) else AIMessage(content="all green")
 
     ran: list[str] = []
-    run_tests, edit = (tool(f) for f in edit_test_functions(ran))
+    run_tests, edit = (tool(f) for f in scenario.edit_test_functions(ran))
 
     agent = create_agent(
         ScriptedModel(respond=respond), [run_tests, edit], middleware=[CircuitBreakerMiddleware()]

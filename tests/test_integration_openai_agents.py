@@ -11,15 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from support.agent_scenarios import (
-    GIVE_UP,
-    assert_loop_refusal,
-    edit_test_cycle,
-    edit_test_functions,
-    is_refusal,
-    loop_call,
-    search_function,
-)
+from support import agent_scenarios as scenario
 
 try:
     from agents import Agent, Runner, function_tool, handoff, set_tracing_disabled
@@ -54,7 +46,7 @@ def outputs(input_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def refusals(input_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [i for i in outputs(input_items) if is_refusal(str(i.get("output")))]
+    return [i for i in outputs(input_items) if scenario.is_refusal(str(i.get("output")))]
 
 
 def reactive(respond: Callable[[list[dict[str, Any]]], Any], steps: int = 40) -> ScriptedModel:
@@ -65,16 +57,16 @@ def reactive(respond: Callable[[list[dict[str, Any]]], Any], steps: int = 40) ->
 def looping(tag: str, give_up_after: int = 3, tool: str = "search") -> ScriptedModel:
     def respond(seen: list[dict[str, Any]]) -> Any:
         mine = [o for o in outputs(seen) if str(o["call_id"]).startswith(tag)]
-        if len([o for o in mine if is_refusal(str(o["output"]))]) >= give_up_after:
-            return assistant_message(GIVE_UP)
-        _, args, call_id = loop_call(tag, len(mine))
+        if len([o for o in mine if scenario.is_refusal(str(o["output"]))]) >= give_up_after:
+            return assistant_message(scenario.GIVE_UP)
+        _, args, call_id = scenario.loop_call(tag, len(mine))
         return function_call(tool, args, call_id=call_id)
 
     return reactive(respond)
 
 
 def search_tool(ran: list[str]) -> Any:
-    return function_tool(search_function(ran))
+    return function_tool(scenario.search_function(ran))
 
 
 def last_input(model: ScriptedModel) -> list[dict[str, Any]]:
@@ -89,11 +81,11 @@ def check_loop_run(model: ScriptedModel, output: Any, ran: list[str], tag: str =
     denied = refusals(seen)
     assert [o["call_id"] for o in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
     for o in denied:
-        assert_loop_refusal(str(o["output"]))
+        scenario.assert_loop_refusal(str(o["output"]))
     # Every call the model made is answered once, by its own id.
     calls = [i["call_id"] for i in seen if i.get("type") == "function_call"]
     assert sorted(calls) == sorted(o["call_id"] for o in outputs(seen))
-    assert output == GIVE_UP
+    assert output == scenario.GIVE_UP
 
 
 def test_loop_is_refused_after_six_sync() -> None:
@@ -136,7 +128,7 @@ def test_loop_is_refused_after_six_async_and_streamed() -> None:
 
 def test_healthy_edit_test_cycle_is_never_refused() -> None:
     edits = 15
-    script = edit_test_cycle(edits)
+    script = scenario.edit_test_cycle(edits)
 
     def respond(seen: list[dict[str, Any]]) -> Any:
         n = len(outputs(seen))
@@ -146,7 +138,7 @@ def test_healthy_edit_test_cycle_is_never_refused() -> None:
         return assistant_message("all green")
 
     ran: list[str] = []
-    run_tests, edit = (function_tool(f) for f in edit_test_functions(ran))
+    run_tests, edit = (function_tool(f) for f in scenario.edit_test_functions(ran))
 
     model = reactive(respond, steps=2 * edits + 2)
     agent = Agent(name="coder", model=model, tools=[run_tests, edit])
@@ -260,7 +252,7 @@ def test_agent_as_tool_and_concurrent_runs_have_their_own_state() -> None:
         return await asyncio.gather(Runner.run(a, "go"), Runner.run(a, "go"))
 
     for result in asyncio.run(both()):
-        assert result.final_output == GIVE_UP
+        assert result.final_output == scenario.GIVE_UP
         conversation = [i if isinstance(i, dict) else dict(i) for i in result.to_input_list()]
         assert len(refusals(conversation)) == 3  # type: ignore[arg-type]
     assert len(ran) == 12

@@ -8,13 +8,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from support.agent_scenarios import (
-    GIVE_UP,
-    assert_loop_refusal,
-    edit_test_cycle,
-    is_refusal,
-    loop_call,
-)
+from support import agent_scenarios as scenario
 
 try:
     from pydantic_ai import Agent
@@ -54,7 +48,7 @@ def returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
 
 
 def refusals(messages: list[ModelMessage]) -> list[ToolReturnPart]:
-    return [p for p in returns(messages) if is_refusal(str(p.content))]
+    return [p for p in returns(messages) if scenario.is_refusal(str(p.content))]
 
 
 def this_run(messages: list[ModelMessage]) -> list[ModelMessage]:
@@ -72,8 +66,8 @@ def looping_model(tag: str, give_up_after: int = 3) -> FunctionModel:
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(refusals(this_run(messages))) >= give_up_after:
-            return ModelResponse(parts=[TextPart(GIVE_UP)])
-        name, args, call_id = loop_call(tag, len(returns(messages)))
+            return ModelResponse(parts=[TextPart(scenario.GIVE_UP)])
+        name, args, call_id = scenario.loop_call(tag, len(returns(messages)))
         return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=call_id)])
 
     return FunctionModel(respond)
@@ -112,12 +106,12 @@ def check_loop_run(
     assert len(denied) == 3
     for part in denied:
         assert part.outcome == "failed"  # sent to the provider as an error result
-        assert_loop_refusal(str(part.content))
+        scenario.assert_loop_refusal(str(part.content))
     # The refusals answer the 7th, 8th and 9th calls, by their own ids.
     assert [p.tool_call_id for p in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
     assert all(p.outcome == "success" for p in returns(messages)[:6])
     assert_valid_history(messages)
-    assert output == GIVE_UP
+    assert output == scenario.GIVE_UP
 
 
 def test_loop_is_refused_after_six_sync() -> None:
@@ -152,7 +146,9 @@ def test_refusal_does_not_use_retry_budget() -> None:
 
 def test_healthy_edit_test_cycle_is_never_refused() -> None:
     edits = 15
-    script = [ToolCallPart(n, args, tool_call_id=i) for n, args, i in edit_test_cycle(edits)]
+    script = [
+        ToolCallPart(n, args, tool_call_id=i) for n, args, i in scenario.edit_test_cycle(edits)
+    ]
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         n = len(returns(messages))
@@ -307,7 +303,7 @@ def test_loop_is_refused_after_six_streamed() -> None:
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
         if len(refusals(this_run(messages))) >= 3:
-            yield GIVE_UP
+            yield scenario.GIVE_UP
             return
         n = len(returns(messages))
         yield {

@@ -12,14 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from support.agent_scenarios import (
-    GIVE_UP,
-    Call,
-    assert_loop_refusal,
-    edit_test_cycle,
-    is_refusal,
-    loop_call,
-)
+from support import agent_scenarios as scenario
 
 try:
     from strands import Agent, tool
@@ -45,7 +38,7 @@ if HAVE:
     class ScriptedModel(Model):
         """Answers with `respond(messages)`: a text or a tool call, streamed as events."""
 
-        def __init__(self, respond: Callable[[list[Any]], str | Call]) -> None:
+        def __init__(self, respond: Callable[[list[Any]], str | scenario.Call]) -> None:
             self.respond = respond
             self.seen: list[list[Any]] = []
 
@@ -95,7 +88,7 @@ def text_of(result: dict[str, Any]) -> str:
 
 
 def refusals(messages: list[Any]) -> list[dict[str, Any]]:
-    return [r for r in results(messages) if is_refusal(text_of(r))]
+    return [r for r in results(messages) if scenario.is_refusal(text_of(r))]
 
 
 def this_turn(messages: list[Any]) -> list[Any]:
@@ -108,11 +101,11 @@ def this_turn(messages: list[Any]) -> list[Any]:
 
 
 def looping(tag: str, give_up_after: int = 3) -> ScriptedModel:
-    def respond(messages: list[Any]) -> str | Call:
+    def respond(messages: list[Any]) -> str | scenario.Call:
         turn = this_turn(messages)
         if len(refusals(turn)) >= give_up_after:
-            return GIVE_UP
-        return loop_call(tag, len(results(turn)))
+            return scenario.GIVE_UP
+        return scenario.loop_call(tag, len(results(turn)))
 
     return ScriptedModel(respond)
 
@@ -142,14 +135,14 @@ def check_loop(agent: Agent, reply: Any, ran: list[str], tag: str = "loop") -> N
     assert [r["toolUseId"] for r in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
     for r in denied:
         assert r["status"] == "error"
-        assert_loop_refusal(text_of(r))
+        scenario.assert_loop_refusal(text_of(r))
     assert all(r["status"] == "success" for r in results(messages)[:6])
     # Every toolUse is answered once, by id, in the next message.
     for i, m in enumerate(messages):
         uses = [b["toolUse"]["toolUseId"] for b in m["content"] if "toolUse" in b]
         if uses:
             assert [r["toolUseId"] for r in results([messages[i + 1]])] == uses
-    assert str(reply).strip() == GIVE_UP
+    assert str(reply).strip() == scenario.GIVE_UP
 
 
 def test_loop_is_refused_after_six_sync() -> None:
@@ -166,9 +159,9 @@ def test_loop_is_refused_after_six_async() -> None:
 
 def test_healthy_edit_test_cycle_is_never_refused() -> None:
     edits = 15
-    script = edit_test_cycle(edits)
+    script = scenario.edit_test_cycle(edits)
 
-    def respond(messages: list[Any]) -> str | Call:
+    def respond(messages: list[Any]) -> str | scenario.Call:
         n = len(results(messages))
         return script[n] if n < len(script) else "all green"
 
@@ -219,7 +212,7 @@ def test_agents_sharing_a_provider_and_an_agent_as_tool_have_their_own_state() -
         """
         return str(inner(task))
 
-    def outer_respond(messages: list[Any]) -> str | Call:
+    def outer_respond(messages: list[Any]) -> str | scenario.Call:
         n = len(results(messages))
         if n < 4:
             return ("search", {"query": "same"}, f"o{n}")
@@ -231,7 +224,7 @@ def test_agents_sharing_a_provider_and_an_agent_as_tool_have_their_own_state() -
     reply = outer("go")
     assert str(reply).strip() == "outer done"
     assert refusals(outer.messages) == []
-    check_loop(inner, GIVE_UP, ran[4:], tag="in")
+    check_loop(inner, scenario.GIVE_UP, ran[4:], tag="in")
     assert len(ran) == 10
 
 
@@ -273,7 +266,7 @@ def test_a_later_hook_cannot_undo_a_refusal_and_a_cancelled_call_is_not_counted(
     hooks = CircuitBreakerHooks()
     ran.clear()
 
-    def eight_then_done(messages: list[Any]) -> str | Call:
+    def eight_then_done(messages: list[Any]) -> str | scenario.Call:
         n = len(results(messages))
         return ("search", {"query": "same"}, f"s{n}") if n < 8 else "done"
 
