@@ -79,10 +79,9 @@ def refusals(contents: list[Any]) -> list[Response]:
 
 
 def this_turn(contents: list[Any]) -> list[Any]:
-    starts = [
-        i for i, c in enumerate(contents) if c.role == "user" and any(p.text for p in c.parts or [])
-    ]
-    return contents[starts[-1] :] if starts else contents
+    return scenario.since_last_prompt(
+        contents, lambda c: c.role == "user" and any(p.text for p in c.parts or [])
+    )
 
 
 def looping(tag: str, give_up_after: int = 3) -> ScriptedLlm:

@@ -55,8 +55,7 @@ if HAVE:
 
 
 def this_turn(messages: list[BaseMessage]) -> list[BaseMessage]:
-    starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
-    return messages[starts[-1] :] if starts else messages
+    return scenario.since_last_prompt(messages, lambda m: isinstance(m, HumanMessage))
 
 
 def tool_messages(messages: list[BaseMessage]) -> list[ToolMessage]:

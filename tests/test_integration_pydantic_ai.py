@@ -53,12 +53,12 @@ def refusals(messages: list[ModelMessage]) -> list[ToolReturnPart]:
 
 def this_run(messages: list[ModelMessage]) -> list[ModelMessage]:
     """The messages since the latest user prompt."""
-    starts = [
-        i
-        for i, m in enumerate(messages)
-        if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
-    ]
-    return messages[starts[-1] :] if starts else messages
+    return scenario.since_last_prompt(
+        messages,
+        lambda m: (
+            isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
+        ),
+    )
 
 
 def looping_model(tag: str, give_up_after: int = 3) -> FunctionModel:

@@ -92,12 +92,9 @@ def refusals(messages: list[Any]) -> list[dict[str, Any]]:
 
 
 def this_turn(messages: list[Any]) -> list[Any]:
-    starts = [
-        i
-        for i, m in enumerate(messages)
-        if m["role"] == "user" and any("text" in b for b in m["content"])
-    ]
-    return messages[starts[-1] :] if starts else messages
+    return scenario.since_last_prompt(
+        messages, lambda m: m["role"] == "user" and any("text" in b for b in m["content"])
+    )
 
 
 def looping(tag: str, give_up_after: int = 3) -> ScriptedModel:

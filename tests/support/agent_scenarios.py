@@ -10,9 +10,10 @@ here reports the values as one written in a test would.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 Call = tuple[str, dict[str, Any], str]  # tool name, arguments, call id
+T = TypeVar("T")
 
 DENIED = "Circuit breaker: this search call was NOT run"  # how a refused search's result begins
 GIVE_UP = "I keep being refused; stopping here."  # what the looping model ends with
@@ -21,6 +22,13 @@ GIVE_UP = "I keep being refused; stopping here."  # what the looping model ends 
 def is_refusal(text: str) -> bool:
     """Whether a tool result's text is the breaker's refusal (the default message)."""
     return "Circuit breaker" in text
+
+
+def since_last_prompt(messages: list[T], is_prompt: Callable[[T], bool]) -> list[T]:
+    """The messages from the latest user prompt on (all of them when there is none): what
+    the model has been sent in the current turn."""
+    starts = [i for i, m in enumerate(messages) if is_prompt(m)]
+    return messages[starts[-1] :] if starts else messages
 
 
 def loop_call(tag: str, n: int) -> Call:
