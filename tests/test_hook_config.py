@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from dsh_circuit_breaker import Config, ConfigError
+from dsh_circuit_breaker.config import CLAUDE_CODE_EXEMPT
 from dsh_circuit_breaker.config_file import ENV_CONFIG, find_config, load, load_config
-from dsh_circuit_breaker.hook import CLAUDE_CODE_EXEMPT, hook_config
+from dsh_circuit_breaker.hook import hook_config
 
 
 @pytest.fixture(autouse=True)

@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from .config import Config
 
 ENV_STATE = "DSH_CIRCUIT_BREAKER_STATE"
-# Claude Code's spellings of the tools SPEC exempts by default.
-CLAUDE_CODE_EXEMPT = ("TodoWrite", "AskUserQuestion", "ExitPlanMode")
 # A hook event is a few kilobytes; a Write of a large file can reach megabytes. Past this
 # the event is not judged (allowed), rather than letting one call eat memory and time.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
@@ -76,7 +74,7 @@ def hook_config(config_path: str | None = None) -> tuple[Config, str | None]:
     incident log on in the state directory, since a supervisor has no other way to see
     a tripped hook agent. A config file's own `exempt` or `incidentLog` replaces these.
     """
-    from .config import DEFAULT_EXEMPT, Config
+    from .config import CLAUDE_CODE_EXEMPT, DEFAULT_EXEMPT, Config
     from .paths import default_incident_log
 
     base = Config(exempt=DEFAULT_EXEMPT + CLAUDE_CODE_EXEMPT, incident_log=default_incident_log())

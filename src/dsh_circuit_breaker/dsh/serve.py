@@ -34,11 +34,10 @@ import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+from .._log import warn
 from .._version import __version__
 from ..breaker import CircuitBreaker
 from ..config import Config, ConfigError
-
-log = logging.getLogger("dsh_circuit_breaker")
 
 Reply = dict[str, Any]
 
@@ -145,7 +144,7 @@ class GuardServer:
     def _warn_once(self, text: str) -> None:
         if not self._warned:
             self._warned = True
-            log.warning("dsh-circuit-breaker guard: %s (further bad requests not reported)", text)
+            warn("dsh-circuit-breaker guard: %s (further bad requests not reported)", text)
 
 
 def serve(server: GuardServer, stdin: BinaryIO, stdout: BinaryIO) -> None:

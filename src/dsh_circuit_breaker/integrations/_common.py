@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from typing import Any
 
+from .._log import warn
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ..stores import MemoryStore
-
-log = logging.getLogger("dsh_circuit_breaker")
 
 
 def make_breaker(breaker: CircuitBreaker | None, config: Config | None) -> CircuitBreaker:
@@ -34,27 +32,25 @@ async def acheck(breaker: CircuitBreaker, agent: Any, tool: str, arguments: Any)
 
 
 async def areset(breaker: CircuitBreaker, agent: Any) -> None:
-    """`breaker.reset` for async hooks; never raises into the host (fail open)."""
-    try:
-        if isinstance(breaker.store, MemoryStore):
-            breaker.reset(agent)
-        else:
-            await asyncio.to_thread(breaker.reset, agent)
-    except Exception:
-        log.warning("dsh-circuit-breaker: could not reset agent state", exc_info=True)
+    """`safe_reset` for async hooks, off the event loop for a persistent store."""
+    if isinstance(breaker.store, MemoryStore):
+        safe_reset(breaker, agent)
+    else:
+        await asyncio.to_thread(safe_reset, breaker, agent)
 
 
 def warn_allowed(where: str) -> None:
     """An adapter's own step failed (a user's agent_id function, odd harness input): the
     call goes ahead, as SPEC's fail-open rule asks, and the error is logged once."""
-    log.warning("dsh-circuit-breaker: %s failed, call allowed", where, exc_info=True)
+    warn("dsh-circuit-breaker: %s failed, call allowed", where, exc_info=True)
 
 
 def safe_reset(breaker: CircuitBreaker, agent: Any) -> None:
+    """`breaker.reset` that never raises into the host (fail open)."""
     try:
         breaker.reset(agent)
     except Exception:
-        log.warning("dsh-circuit-breaker: could not reset agent state", exc_info=True)
+        warn("dsh-circuit-breaker: could not reset agent state", exc_info=True)
 
 
 def model_arguments(raw: Any) -> Any:

@@ -13,7 +13,6 @@ and the model receives the text as an error tool result for that tool_use id.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,13 +20,8 @@ from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
 from claude_agent_sdk.types import HookContext, HookEvent, HookInput, HookJSONOutput
 
 from ..breaker import CircuitBreaker
-from ..config import Config
-from ._common import acheck, areset, model_arguments
-
-log = logging.getLogger("dsh_circuit_breaker")
-
-# Claude Code spells the tools SPEC exempts by default like this.
-CLAUDE_CODE_EXEMPT = ("TodoWrite", "AskUserQuestion", "ExitPlanMode")
+from ..config import CLAUDE_CODE_EXEMPT, Config
+from ._common import acheck, areset, model_arguments, warn_allowed
 
 
 def default_config() -> Config:
@@ -79,7 +73,7 @@ class ClaudeCircuitBreaker:
                 }
             }
         except Exception:
-            log.warning("dsh-circuit-breaker: PreToolUse hook failed, call allowed", exc_info=True)
+            warn_allowed("PreToolUse hook")
             return {}
 
     async def user_prompt_submit(
