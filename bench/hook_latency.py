@@ -14,7 +14,7 @@ percentile) of N rounds after a warm-up:
 - hook via the console script     the allowed case through pip's `dsh-circuit-breaker`
   wrapper, which imports `re` first: why `install` writes `python -c ...` instead
 
-The hook rows run exactly the command `install claude-code` writes (hook_settings).
+The hook rows run exactly the command `install claude-code` writes (harnesses/_settings.py).
 
 Bytecode is cached for every command alike (PYTHONPYCACHEPREFIX in a temp dir), as an
 installed wheel has it; with PYTHONDONTWRITEBYTECODE and an editable install every hook
@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dsh_circuit_breaker.commands.hook_settings import hook_command
+from dsh_circuit_breaker.harnesses._settings import hook_command
 
 ENTRY = Path(sys.executable).parent / "dsh-circuit-breaker"
 

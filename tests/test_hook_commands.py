@@ -14,10 +14,14 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker.commands import hook_settings as hs
+from dsh_circuit_breaker.harnesses import _doctor
+from dsh_circuit_breaker.harnesses import _settings as hs
 from hook_support import denial, hook_env, pre_tool_use, run_hook
 
 CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
+
+# The harness CLIs (pinned in tests/e2e), which doctor looks for on PATH.
+E2E_BIN = Path(__file__).parent / "e2e" / "node_modules" / ".bin"
 
 OTHER_HOOK = {"matcher": "Bash", "hooks": [{"type": "command", "command": "echo other"}]}
 
@@ -60,7 +64,8 @@ def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(
     (handler,) = ours["hooks"]
     assert handler["type"] == "command" and handler["timeout"] == hs.HOOK_TIMEOUT
     command = handler["command"]
-    assert command.split()[0].startswith("/") and command.endswith(" hook")
+    assert command.split()[0].startswith("/")
+    assert command.endswith(" hook" if target == "claude-code" else f" hook --harness {target}")
     assert after["hooks"]["UserPromptSubmit"] == [{"hooks": [handler]}]
     assert (path.stat().st_mode & 0o777) == 0o640  # the file keeps its mode
     backups = list(path.parent.glob(path.name + ".bak-*"))
@@ -127,7 +132,7 @@ def test_is_ours_recognizes_only_our_hook() -> None:
 
 def test_hook_command_runs_through_a_shell(tmp_path: Path) -> None:
     command = hs.hook_command(str(tmp_path / "c f.json"), "sqlite:////tmp/a b.db")
-    assert hs.options_of(command) == (str(tmp_path / "c f.json"), "sqlite:////tmp/a b.db")
+    assert _doctor.options_of(command) == (str(tmp_path / "c f.json"), "sqlite:////tmp/a b.db")
     (tmp_path / "c f.json").write_text('{"duplicateLimit": 1}')
     env = hook_env(tmp_path)
     event = json.dumps(pre_tool_use(session="quoted"))
@@ -144,25 +149,28 @@ def test_hook_command_runs_through_a_shell(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("target", ["claude-code", "codex"])
 def test_doctor_passes_on_a_good_install(tmp_path: Path, target: str) -> None:
-    env = hook_env(tmp_path)
+    env = hook_env(tmp_path, PATH=f"{E2E_BIN}{os.pathsep}{os.environ['PATH']}")
     cli(env, "install", target)
     done = cli(env, "doctor", target, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PROBLEM" not in done.stdout
     assert "hook command runs (PreToolUse" in done.stdout
     assert "state store writable" in done.stdout
+    assert f"CLI: {E2E_BIN / target.replace('claude-code', 'claude')}" in done.stdout
     # The doctor's probe left no agent behind.
     status = cli(env, "status", "--json")
     assert status.stdout.strip() == ""
 
 
 def test_doctor_says_exactly_what_is_wrong(tmp_path: Path) -> None:
-    env = hook_env(tmp_path)
+    env = hook_env(tmp_path, PATH="/usr/bin:/bin")  # no harness CLI on it
     project = tmp_path / "p"
     project.mkdir()
     nothing = cli(env, "doctor", "claude-code", "--project", str(project))
     assert nothing.returncode == 1
     assert "the hook is not installed" in nothing.stdout
+    assert "the `claude` command is not on PATH" in nothing.stdout
+    assert "npm install -g @anthropic-ai/claude-code" in nothing.stdout
     bad = tmp_path / "bad.json"
     bad.write_text('{"window": 2}')
     cli(env, "install", "claude-code", "--config", str(bad))

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from dsh_circuit_breaker import Config, ConfigError
-from dsh_circuit_breaker.config import CLAUDE_CODE_EXEMPT
-from dsh_circuit_breaker.config_file import ENV_CONFIG, find_config, load, load_config
-from dsh_circuit_breaker.hook import hook_config
+from dsh_circuit_breaker.config_file import ENV_CONFIG, find_config, hook_config, load, load_config
+from dsh_circuit_breaker.harnesses import claude_code
 
 
 @pytest.fixture(autouse=True)
@@ -97,16 +96,16 @@ def test_missing_explicit_file_is_an_error(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_hook_defaults_and_overrides(tmp_path: Path) -> None:
-    config, state = hook_config(None)
+    config, state = hook_config(None, claude_code)
     assert state is None
-    for tool in (*CLAUDE_CODE_EXEMPT, "todo_write"):
+    for tool in (*claude_code.EXEMPT, "todo_write"):
         assert not config.guards(tool)
     assert config.guards("Bash")
     assert config.incident_log == str(
         tmp_path / "xdg-state" / "dsh-circuit-breaker" / "incidents.jsonl"
     )
     own = write(tmp_path / "own.json", json.dumps({"exempt": ["Read"], "incidentLog": ""}))
-    config, _ = hook_config(str(own))
+    config, _ = hook_config(str(own), claude_code)
     assert config.guards("TodoWrite") and not config.guards("Read")  # a file's list replaces
     assert config.incident_log is None
 

@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "dsh_circuit_breaker.transcripts.cmd_calibrate",
         "choose limits from your own transcripts",
     ),
-    "hook": ("dsh_circuit_breaker.hook", "PreToolUse command hook (Claude Code, Codex)"),
+    "hook": ("dsh_circuit_breaker.hook", "the command hook a harness runs before each tool call"),
     "status": ("dsh_circuit_breaker.commands.status", "agents in the state store, and limits"),
     "incidents": ("dsh_circuit_breaker.commands.incidents", "the incident log, readable"),
 }

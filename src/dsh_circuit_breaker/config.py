@@ -12,8 +12,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_EXEMPT = ("todo_write", "ask_user_question", "exit_plan_mode")
-# Claude Code's (and the Claude Agent SDK's) spellings of the same tools.
-CLAUDE_CODE_EXEMPT = ("TodoWrite", "AskUserQuestion", "ExitPlanMode")
 DEFAULT_IGNORE_ARGS = ("description", "explanation", "reason", "thought", "purpose")
 PLACEHOLDERS = frozenset({"tool", "count", "limit", "kind"})
 KINDS = ("duplicate", "cap")

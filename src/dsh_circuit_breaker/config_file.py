@@ -36,8 +36,6 @@ ENV_CONFIG = "DSH_CIRCUIT_BREAKER_CONFIG"
 ENV_STATE = "DSH_CIRCUIT_BREAKER_STATE"
 ROW_IDS = ("circuit-breaker", "dsh-circuit-breaker")
 EXTENSIONS = ("toml", "json", "yaml", "yml")
-# Keys a config file may hold besides the breaker's own.
-FILE_KEYS = ("state",)
 
 
 class Loaded:
@@ -81,6 +79,42 @@ def load(path: str | None = None, *, base: Config | None = None) -> Loaded:
     except ConfigError as exc:
         raise ConfigError(f"{found}: {exc}") from None
     return Loaded(config, state, found)
+
+
+def hook_config(config_path: str | None = None, harness: Any = None) -> tuple[Config, str | None]:
+    """The configuration of a process that runs for a harness (the command hook, and the
+    commands around it), and the state URL its config file names (if any).
+
+    Over SPEC's defaults this adds the harness's own exempt spellings and annotation
+    arguments (`harness`: a module of `harnesses`), and turns the incident log on in the
+    state directory, since a supervisor has no other way to see a tripped hook agent. A
+    config file's own `exempt`, `ignoreArgs` or `incidentLog` replaces these.
+    """
+    from .config import DEFAULT_EXEMPT, DEFAULT_IGNORE_ARGS
+    from .paths import default_incident_log
+
+    base = Config(
+        exempt=DEFAULT_EXEMPT + getattr(harness, "EXEMPT", ()),
+        ignore_args=DEFAULT_IGNORE_ARGS + getattr(harness, "ANNOTATION_ARGS", ()),
+        incident_log=default_incident_log(),
+    )
+    loaded = load(config_path, base=base)
+    return loaded.config, loaded.state
+
+
+def state_url(explicit: str | None, from_file: str | None) -> str:
+    """`--state`, else `$DSH_CIRCUIT_BREAKER_STATE`, else the config file's `state`,
+    else the default SQLite file in the user's state directory."""
+    if explicit:
+        return explicit
+    env = os.environ.get(ENV_STATE)
+    if env:
+        return env
+    if from_file:
+        return from_file
+    from .paths import default_state_url
+
+    return default_state_url()
 
 
 def load_config(path: str | None = None, *, base: Config | None = None) -> Config:

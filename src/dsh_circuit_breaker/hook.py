@@ -1,17 +1,16 @@
-"""`dsh-circuit-breaker hook`: the PreToolUse command hook for Claude Code and Codex.
+"""`dsh-circuit-breaker hook [--harness NAME]`: the command hook every command-hook
+harness runs before a tool executes.
 
 The harness starts this as a new process for every tool call and writes one event as
-JSON on stdin. Claude Code, Codex and the DSH Claude Code bridge share the shape:
-`session_id`, `transcript_path`, `cwd`, `hook_event_name`, `tool_name`, `tool_input`,
-`tool_use_id`, plus `agent_id`/`agent_type` inside a Claude Code subagent, `prompt` on
-UserPromptSubmit, and `turn_id`/`model`/`permission_mode` from Codex.
+JSON on stdin. The harness module (`harnesses/NAME.py`, default `claude-code`) says what
+the event means and how the decision is written back; this module only reads, judges and
+prints:
 
-- PreToolUse: deny by printing `{"hookSpecificOutput": {"hookEventName": "PreToolUse",
-  "permissionDecision": "deny", "permissionDecisionReason": <text>}}`; allow by printing
-  nothing. The exit status is always 0: exit 2 would block with stderr as the reason.
-- UserPromptSubmit: with `resetOnUserPrompt` (the default), the session's main agent
+- a tool call: judged by the breaker; the harness module's answer is printed (nothing, or
+  its deny shape). The exit status is always 0.
+- a new user prompt: with `resetOnUserPrompt` (the default), the session's main agent
   starts afresh: a person typing a prompt is new intent.
-- Anything malformed, and any error of our own: allow, one line on stderr, exit 0. The
+- anything malformed, and any error of our own: allow, one line on stderr, exit 0. The
   hook must never block or break the host agent.
 
 State lives in a store that outlives the process (`sqlite://` in the user's state
@@ -24,7 +23,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .cjson import canonical, loads
+from .cjson import loads
+from .harnesses import DEFAULT, Call, Malformed, Prompt, load
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,15 +33,10 @@ if TYPE_CHECKING:
 
     from .config import Config
 
-ENV_STATE = "DSH_CIRCUIT_BREAKER_STATE"
 # A hook event is a few kilobytes; a Write of a large file can reach megabytes. Past this
 # the event is not judged (allowed), rather than letting one call eat memory and time.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
-USAGE = "usage: dsh-circuit-breaker hook [--config FILE] [--state URL]"
-
-
-class Malformed(ValueError):
-    """An event the hook cannot judge: allowed, with one line on stderr."""
+USAGE = "usage: dsh-circuit-breaker hook [--harness NAME] [--config FILE] [--state URL]"
 
 
 def say(message: str) -> None:
@@ -53,50 +48,6 @@ def say(message: str) -> None:
         sys.stderr.flush()
     except Exception:  # a closed stderr must not turn into a failure either
         pass
-
-
-def agent_key(event: dict[str, Any]) -> str:
-    """The agent a call belongs to: its session, plus its subagent id inside a subagent
-    (a Claude Code subagent shares its parent's `session_id`)."""
-    session = event.get("session_id")
-    if not isinstance(session, str) or not session:
-        raise Malformed("event has no session_id")
-    sub = event.get("agent_id")
-    if isinstance(sub, str) and sub:
-        return f"{session}/{sub}"
-    return session
-
-
-def hook_config(config_path: str | None = None) -> tuple[Config, str | None]:
-    """The hook's configuration and the state URL its config file names (if any).
-
-    Over SPEC's defaults the hook adds Claude Code's exempt spellings and turns the
-    incident log on in the state directory, since a supervisor has no other way to see
-    a tripped hook agent. A config file's own `exempt` or `incidentLog` replaces these.
-    """
-    from .config import CLAUDE_CODE_EXEMPT, DEFAULT_EXEMPT, Config
-    from .paths import default_incident_log
-
-    base = Config(exempt=DEFAULT_EXEMPT + CLAUDE_CODE_EXEMPT, incident_log=default_incident_log())
-    from .config_file import load
-
-    loaded = load(config_path, base=base)
-    return loaded.config, loaded.state
-
-
-def state_url(explicit: str | None, from_file: str | None) -> str:
-    """`--state`, else `$DSH_CIRCUIT_BREAKER_STATE`, else the config file's `state`,
-    else the default SQLite file in the user's state directory."""
-    if explicit:
-        return explicit
-    env = os.environ.get(ENV_STATE)
-    if env:
-        return env
-    if from_file:
-        return from_file
-    from .paths import default_state_url
-
-    return default_state_url()
 
 
 def read_event(stream: Any) -> dict[str, Any]:
@@ -112,44 +63,31 @@ def read_event(stream: Any) -> dict[str, Any]:
     return event
 
 
-def handle(event: dict[str, Any], config_path: str | None, state: str | None) -> str | None:
+def handle(
+    event: dict[str, Any],
+    config_path: str | None,
+    state: str | None,
+    harness_name: str = DEFAULT,
+) -> str | None:
     """Judge one event; returns what to print on stdout (None: print nothing)."""
-    name = event.get("hook_event_name")
-    if name == "PreToolUse":
-        tool = event.get("tool_name")
-        if not isinstance(tool, str) or not tool:
-            raise Malformed("PreToolUse event has no tool_name")
-        if "tool_input" not in event:
-            raise Malformed("PreToolUse event has no tool_input")
-        agent = agent_key(event)
-        config, file_state = hook_config(config_path)
-        if not config.enabled or not config.guards(tool):
+    harness = load(harness_name)
+    what = harness.parse(event)
+    if what is None:
+        return None
+    from .config_file import hook_config, state_url
+
+    config, file_state = hook_config(config_path, harness)
+    if isinstance(what, Call):
+        if not config.enabled or not config.guards(what.tool):
             return None  # an unguarded call: no store is even opened
         if config.incident_log:
             _ensure_parent(config.incident_log)
         breaker = _breaker(config, state_url(state, file_state))
-        decision = breaker.check(agent, tool, event["tool_input"])
-        if decision.allowed:
-            return None
-        return canonical(
-            {
-                "hookSpecificOutput": {
-                    "hookEventName": "PreToolUse",
-                    "permissionDecision": "deny",
-                    "permissionDecisionReason": decision.message,
-                }
-            }
-        )
-    if name == "UserPromptSubmit":
-        session = event.get("session_id")
-        if not isinstance(session, str) or not session:
-            raise Malformed("UserPromptSubmit event has no session_id")
-        config, file_state = hook_config(config_path)
-        if config.reset_on_user_prompt:
-            # The main agent only: a subagent's work is not what the person just typed.
-            _breaker(config, state_url(state, file_state)).reset(session)
-        return None
-    raise Malformed(f"unknown hook event {name!r}, allowed")
+        answer: str | None = harness.answer(breaker.check(what.agent, what.tool, what.arguments))
+        return answer
+    if isinstance(what, Prompt) and config.reset_on_user_prompt:
+        _breaker(config, state_url(state, file_state)).reset(what.agent)
+    return None
 
 
 def _ensure_parent(path: str) -> None:
@@ -211,11 +149,11 @@ def _main(argv: list[str] | None) -> int:
 
     _log.sink = say
     try:
-        config_path, state = parse_args(sys.argv[1:] if argv is None else argv)
+        options = parse_args(sys.argv[1:] if argv is None else argv)
         if sys.stdin is None or sys.stdin.isatty():
             raise Malformed("expects a hook event as JSON on stdin")
         event = read_event(sys.stdin.buffer)
-        out = handle(event, config_path, state)
+        out = handle(event, options.config, options.state, options.harness)
     except Malformed as exc:
         say(str(exc))
         return 0
@@ -231,38 +169,51 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
-def parse_args(argv: list[str]) -> tuple[str | None, str | None]:
-    """`--config FILE` and `--state URL`, by hand: argparse costs a hook process more
-    than its decision, and a usage error here must allow (exit 0), not exit 2."""
-    config_path = state = None
+class Options:
+    """The hook's command-line options."""
+
+    __slots__ = ("config", "harness", "state")
+
+    def __init__(self) -> None:
+        self.harness = DEFAULT
+        self.config: str | None = None
+        self.state: str | None = None
+
+
+def parse_args(argv: list[str]) -> Options:
+    """`--harness NAME`, `--config FILE` and `--state URL`, by hand: argparse costs a
+    hook process more than its decision, and a usage error here must allow (exit 0), not
+    exit 2."""
+    options = Options()
     i = 0
     while i < len(argv):
         arg = argv[i]
         name, eq, value = arg.partition("=")
-        if name in ("--config", "--state"):
-            if not eq:
-                i += 1
-                if i >= len(argv):
-                    raise Malformed(f"{name} needs a value; {USAGE}")
-                value = argv[i]
-            if name == "--config":
-                config_path = value
-            else:
-                state = value
-        else:
+        if name not in ("--harness", "--config", "--state"):
             raise Malformed(f"unknown argument {arg!r}; {USAGE}")
+        if not eq:
+            i += 1
+            if i >= len(argv):
+                raise Malformed(f"{name} needs a value; {USAGE}")
+            value = argv[i]
+        setattr(options, name[2:], value)
         i += 1
-    return config_path, state
+    return options
 
 
 # -- as a `dsh-circuit-breaker` subcommand (see cli.COMMANDS) ---------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .harnesses import HARNESSES
+
+    parser.add_argument(
+        "--harness", choices=list(HARNESSES), default=DEFAULT, help="the harness running it"
+    )
     parser.add_argument("--config", metavar="FILE", help="config file (TOML, JSON or YAML)")
     parser.add_argument("--state", metavar="URL", help="state URL (default: sqlite:// file)")
 
 
 def run(args: argparse.Namespace) -> int:
-    argv = []
+    argv = ["--harness", args.harness]
     if args.config:
         argv += ["--config", args.config]
     if args.state:

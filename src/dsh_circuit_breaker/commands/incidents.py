@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     path = args.log
     if not path:
         from ..config import ConfigError
-        from ..hook import hook_config
+        from ..config_file import hook_config
 
         try:
             config, _ = hook_config(args.config)

@@ -1,39 +1,46 @@
 """`dsh-circuit-breaker install TARGET`: put the breaker into a harness.
 
-Each target is a module with `add_arguments(parser)` and `install(args)`,
-`uninstall(args)`, `doctor(args)` (each returning an exit code). Target modules are
-imported to build the parser, so they must import their harness's packages lazily.
+Targets are the harnesses of `harnesses` (command hooks and plugins). A command-hook
+harness module gets install / uninstall / doctor from `harnesses._command_hook` unless
+it defines its own; a plugin harness module defines `add_arguments(parser, action)`,
+`install`, `uninstall` and `doctor` itself. Modules are imported to build the parser,
+so they import their harness's packages lazily.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 from typing import Any
 
-# target name -> module. Add a line per harness.
-TARGETS: dict[str, str] = {
-    "dsh": "dsh_circuit_breaker.dsh.install",
-    "claude-code": "dsh_circuit_breaker.commands.claude_code",
-    "codex": "dsh_circuit_breaker.commands.codex",
-}
+from ..harnesses import HARNESSES, target_module, targets
 
 
 def add_target_arguments(parser: argparse.ArgumentParser, action: str) -> None:
     sub = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
-    for name, module_name in TARGETS.items():
-        target = sub.add_parser(name, help=f"{action} for {name}")
-        _module(module_name).add_arguments(target)
+    for name in targets():
+        _add(name, sub.add_parser(name, help=f"{action} for {name}"), action)
+
+
+def _add(name: str, parser: argparse.ArgumentParser, action: str) -> None:
+    module = target_module(name)
+    if name in HARNESSES and not hasattr(module, "add_arguments"):
+        from ..harnesses import _command_hook
+
+        _command_hook.add_arguments(module, parser, action)
+    else:
+        module.add_arguments(parser, action)
 
 
 def run_target(args: argparse.Namespace, action: str) -> int:
-    function = getattr(_module(TARGETS[args.target]), action)
-    code: int = function(args)
+    module = target_module(args.target)
+    function: Any = getattr(module, action, None)
+    if function is None:
+        from ..harnesses import _command_hook
+
+        code: int = getattr(_command_hook, action)(module, args)
+        return code
+    code = function(args)
     return code
-
-
-def _module(name: str) -> Any:
-    return importlib.import_module(name)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

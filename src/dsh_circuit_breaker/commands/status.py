@@ -43,7 +43,7 @@ def describe(agent: str, state: Any, config: Config) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from ..config import ConfigError
-    from ..hook import hook_config, state_url
+    from ..config_file import hook_config, state_url
     from ..stores import StoreUnavailable, store_from_url
 
     try:

@@ -38,7 +38,7 @@ class InstallError(Exception):
     """A problem the user must fix; the message says what and where."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, action: str = "install") -> None:
     parser.add_argument(
         "--profile",
         default=DEFAULT_PROFILE,

@@ -20,7 +20,8 @@ from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
 from claude_agent_sdk.types import HookContext, HookEvent, HookInput, HookJSONOutput
 
 from ..breaker import CircuitBreaker
-from ..config import CLAUDE_CODE_EXEMPT, Config
+from ..config import Config
+from ..harnesses.claude_code import EXEMPT as CLAUDE_CODE_EXEMPT
 from ._common import acheck, areset, model_arguments, warn_allowed
 
 

@@ -1,0 +1,169 @@
+"""install / uninstall / doctor for a harness that runs our command hook from a JSON
+settings file, written once for every such harness module.
+
+The module supplies `NAME`, `LABEL`, `SCOPES` (the first is the default),
+`settings_path(scope, project)`, `FILE_OPTION` (e.g. `--settings`, to name any file),
+`SETTINGS_EVENTS` (the events our hook goes into), `CLI` and `CLI_PACKAGE` (its
+executable and npm package, for doctor), `probe_events(session)`, and optionally `NOTE`
+(printed after install and by doctor). A module with another settings shape overrides
+`read_settings`, `our_commands`, `with_ours` or `without_ours` by defining them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from pathlib import Path
+from typing import Any
+
+from . import _doctor, _settings
+
+
+def add_arguments(harness: Any, parser: argparse.ArgumentParser, action: str) -> None:
+    if action != "doctor":
+        parser.add_argument(
+            "--scope",
+            choices=harness.SCOPES,
+            default=harness.SCOPES[0],
+            help="settings file to change",
+        )
+    parser.add_argument(
+        "--project", metavar="DIR", default=None, help="project directory (default: current)"
+    )
+    parser.add_argument(
+        harness.FILE_OPTION,
+        dest="file",
+        metavar="FILE",
+        default=None,
+        help="a settings file of your own instead",
+    )
+    if action != "uninstall":
+        parser.add_argument(
+            "--config",
+            metavar="FILE",
+            help="config file the hook reads (written into the hook command; default: "
+            "$DSH_CIRCUIT_BREAKER_CONFIG, else the user config file)",
+        )
+        parser.add_argument(
+            "--state",
+            metavar="URL",
+            help="state URL the hook uses (written into the hook command; default: "
+            "$DSH_CIRCUIT_BREAKER_STATE, else sqlite:// in the user's state directory)",
+        )
+    if action != "doctor":
+        parser.add_argument(
+            "--no-backup",
+            action="store_true",
+            help="do not back up a settings file before changing it",
+        )
+
+
+def _ops(harness: Any, name: str) -> Any:
+    """The harness's own settings operation if it defines one, else the shared one."""
+    own = getattr(harness, name, None)
+    if own is not None:
+        return own
+    if name == "read_settings":
+        return lambda path: _settings.read_settings(path, harness.SETTINGS_EVENTS)
+    if name == "with_ours":
+        return lambda settings, command: _settings.with_ours(
+            settings, command, harness.SETTINGS_EVENTS
+        )
+    return getattr(_settings, name)
+
+
+def _chosen(harness: Any, args: argparse.Namespace) -> Path:
+    if args.file:
+        return Path(args.file).expanduser().absolute()
+    path: Path = harness.settings_path(args.scope, args.project)
+    return path
+
+
+def install(harness: Any, args: argparse.Namespace) -> int:
+    path = _chosen(harness, args)
+    try:
+        settings = _ops(harness, "read_settings")(path)
+    except _settings.SettingsError as exc:
+        print(f"error: {exc}")
+        return 1
+    command = _settings.hook_command(args.config, args.state, harness.NAME)
+    wanted = _ops(harness, "with_ours")(settings, command)
+    if wanted == settings:
+        print(f"{harness.LABEL}: already installed in {path}\n  hook command: {command}")
+        return 0
+    saved = _settings.write_settings(path, wanted, backup=not args.no_backup)
+    note = f" (backup: {saved})" if saved else ""
+    print(f"{harness.LABEL}: installed in {path}{note}\n  hook command: {command}")
+    if getattr(harness, "NOTE", None):
+        print(harness.NOTE)
+    return 0
+
+
+def uninstall(harness: Any, args: argparse.Namespace) -> int:
+    path = _chosen(harness, args)
+    try:
+        settings = _ops(harness, "read_settings")(path)
+    except _settings.SettingsError as exc:
+        print(f"error: {exc}")
+        return 1
+    if not _ops(harness, "our_commands")(settings):
+        print(f"{harness.LABEL}: not installed in {path}; nothing changed")
+        return 0
+    cleaned = _ops(harness, "without_ours")(settings)
+    saved = _settings.write_settings(path, cleaned, backup=not args.no_backup)
+    note = f" (backup: {saved})" if saved else ""
+    print(f"{harness.LABEL}: removed from {path}{note}")
+    return 0
+
+
+def doctor(harness: Any, args: argparse.Namespace) -> int:
+    """Where the hook is, that the harness's CLI is there, that the installed command
+    answers the harness's probe events, that its config is valid and its store writable."""
+    report = _doctor.Report()
+    _doctor.doctor_cli(report, harness.LABEL, harness.CLI, harness.CLI_PACKAGE)
+    if args.file:
+        files = [(harness.FILE_OPTION, _chosen(harness, args))]
+    else:
+        files = [(scope, harness.settings_path(scope, args.project)) for scope in harness.SCOPES]
+    commands = _installed_commands(harness, report, files)
+    session = f"dsh-circuit-breaker-doctor-{uuid.uuid4().hex[:12]}"
+    for command in commands:
+        _doctor.doctor_command(report, command, harness.probe_events(session))
+    if commands and getattr(harness, "NOTE", None):
+        report.note(harness.NOTE)
+    config, state = _doctor.options_of(commands[0]) if commands else (None, None)
+    _doctor.doctor_config_and_state(report, args.config or config, args.state or state, harness)
+    return report.finish()
+
+
+def _installed_commands(
+    harness: Any, report: _doctor.Report, files: list[tuple[str, Path]]
+) -> list[str]:
+    """Check where our hook is installed; returns the distinct commands found."""
+    hint = f"dsh-circuit-breaker install {harness.NAME}"
+    commands: list[str] = []
+    seen: set[Path] = set()
+    for scope, path in files:
+        if path in seen:  # e.g. the project is the home directory
+            continue
+        seen.add(path)
+        try:
+            found = _ops(harness, "our_commands")(_ops(harness, "read_settings")(path))
+        except _settings.SettingsError as exc:
+            report.problem(str(exc), f"fix the file by hand, then run `{hint}`")
+            continue
+        if not found:
+            continue
+        missing = [e for e in harness.SETTINGS_EVENTS if e not in found]
+        report.check(
+            not missing,
+            f"{harness.LABEL} ({scope}, {path}): "
+            + (f"the hook is missing for {', '.join(missing)}" if missing else "hook installed"),
+            f"run `{hint}`",
+        )
+        for event_commands in found.values():
+            commands += [c for c in event_commands if c not in commands]
+    if not commands:
+        where = ", ".join(str(p) for _, p in files)
+        report.problem(f"{harness.LABEL}: the hook is not installed (looked in {where})", hint)
+    return commands

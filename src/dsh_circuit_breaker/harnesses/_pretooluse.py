@@ -1,0 +1,87 @@
+"""Claude Code's hook wire shape, which Codex (and others) copied: one JSON event on
+stdin with `session_id`, `hook_event_name`, `tool_name`, `tool_input`, `tool_use_id`,
+plus `agent_id` inside a subagent and `prompt` on UserPromptSubmit.
+
+A harness that speaks it borrows these by assignment (`parse = _pretooluse.parse`).
+"""
+
+from __future__ import annotations
+
+from . import Call, Malformed, Prompt
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..breaker import Decision
+
+EVENTS = ("PreToolUse", "UserPromptSubmit")
+
+
+def session_of(event: dict[str, Any], name: str) -> str:
+    session = event.get("session_id")
+    if not isinstance(session, str) or not session:
+        raise Malformed(f"{name} event has no session_id")
+    return session
+
+
+def agent_key(event: dict[str, Any], name: str = "PreToolUse") -> str:
+    """The session, plus its subagent id inside a subagent (a Claude Code subagent shares
+    its parent's `session_id`)."""
+    session = session_of(event, name)
+    sub = event.get("agent_id")
+    if isinstance(sub, str) and sub:
+        return f"{session}/{sub}"
+    return session
+
+
+def parse(event: dict[str, Any]) -> Call | Prompt | None:
+    name = event.get("hook_event_name")
+    if name == "PreToolUse":
+        tool = event.get("tool_name")
+        if not isinstance(tool, str) or not tool:
+            raise Malformed("PreToolUse event has no tool_name")
+        if "tool_input" not in event:
+            raise Malformed("PreToolUse event has no tool_input")
+        return Call(agent_key(event), tool, event["tool_input"])
+    if name == "UserPromptSubmit":
+        # The main agent only: a subagent's work is not what the person just typed.
+        return Prompt(session_of(event, name))
+    raise Malformed(f"unknown hook event {name!r}, allowed")
+
+
+def deny_output(decision: Decision) -> dict[str, Any]:
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": decision.message,
+        }
+    }
+
+
+def answer(decision: Decision) -> str | None:
+    """Allow: print nothing. Deny: `permissionDecision: "deny"` with the text, exit 0
+    (exit 2 would block with stderr as the reason)."""
+    if decision.allowed:
+        return None
+    from ..cjson import canonical
+
+    return canonical(deny_output(decision))
+
+
+def probe_events(session: str) -> list[dict[str, Any]]:
+    """A call that must be allowed silently, then a prompt that clears it again."""
+    import os
+
+    return [
+        {
+            "session_id": session,
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": "true", "description": "dsh-circuit-breaker doctor"},
+            "tool_use_id": "doctor",
+            "cwd": os.getcwd(),
+        },
+        {"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": "doctor"},
+    ]

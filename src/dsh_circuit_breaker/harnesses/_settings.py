@@ -1,0 +1,205 @@
+"""Our command hook in a harness's JSON settings file: recognising our entry, merging it
+in or out, and writing the file (atomically, after a backup).
+
+The entry shape is Claude Code's, which Codex and others copied:
+
+    {"hooks": {"PreToolUse": [{"hooks": [
+        {"type": "command", "command": "...", "timeout": 30}]}], "UserPromptSubmit": [...]}}
+
+Our entries are recognised by their command (this package's entry point, then `hook`),
+so install replaces them in place of adding twice, uninstall removes only them, and
+every other key and hook in the file is left exactly as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HOOK_TIMEOUT = 30  # seconds; the hook answers in milliseconds, its lock wait is 2 s
+# The hook runs this interpreter on a one-line program rather than the console script:
+# pip's script wrapper imports `re` first, a few milliseconds paid on every tool call.
+HOOK_PROGRAM = "from dsh_circuit_breaker.cli import main; main()"
+# Words that, followed by `hook`, make a command ours (older installs used the script).
+ENTRY_NAMES = (
+    "dsh-circuit-breaker",
+    "dsh_circuit_breaker.cli",
+    "dsh_circuit_breaker.hook",
+    HOOK_PROGRAM,
+)
+
+
+class SettingsError(Exception):
+    """A settings file we must not touch (unreadable, not JSON, unexpected shape)."""
+
+
+def entry_point() -> list[str]:
+    """The absolute command that runs this interpreter's `dsh-circuit-breaker` main."""
+    return [os.path.abspath(sys.executable), "-c", HOOK_PROGRAM]
+
+
+def hook_command(
+    config: str | None = None, state: str | None = None, harness: str | None = None
+) -> str:
+    """The shell command the harness runs (through a shell, so every part is quoted)."""
+    from . import DEFAULT
+
+    parts = [*entry_point(), "hook"]
+    if harness and harness != DEFAULT:
+        parts += ["--harness", harness]
+    if config:
+        parts += ["--config", os.path.abspath(os.path.expanduser(config))]
+    if state:
+        parts += ["--state", state]
+    return shlex.join(parts)
+
+
+def is_ours(command: Any) -> bool:
+    if not isinstance(command, str):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    for i, word in enumerate(words[:-1]):
+        name = os.path.basename(word)
+        if name in ENTRY_NAMES and words[i + 1] == "hook":
+            return True
+    return False
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file ({} when missing or blank); `SettingsError` for anything else."""
+    if not path.exists():
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SettingsError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SettingsError(f"{path} is not valid JSON ({exc}); not changing it") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path} does not hold a JSON object; not changing it")
+    return data
+
+
+def read_settings(path: Path, events: tuple[str, ...]) -> dict[str, Any]:
+    data = read_json(path)
+    hooks = data.get("hooks")
+    if hooks is not None and not isinstance(hooks, dict):
+        raise SettingsError(f"{path}: `hooks` is not an object; not changing it")
+    for event in events:
+        groups = (hooks or {}).get(event)
+        if groups is not None and not isinstance(groups, list):
+            raise SettingsError(f"{path}: `hooks.{event}` is not a list; not changing it")
+    return data
+
+
+def our_commands(settings: dict[str, Any]) -> dict[str, list[str]]:
+    """event -> our hook commands in it."""
+    found: dict[str, list[str]] = {}
+    for event, groups in (settings.get("hooks") or {}).items():
+        for group in groups if isinstance(groups, list) else []:
+            for handler in _handlers(group):
+                if handler.get("type") == "command" and is_ours(handler.get("command")):
+                    found.setdefault(event, []).append(handler["command"])
+    return found
+
+
+def _handlers(group: Any) -> list[dict[str, Any]]:
+    if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+        return []
+    return [h for h in group["hooks"] if isinstance(h, dict)]
+
+
+def without_ours(settings: dict[str, Any]) -> dict[str, Any]:
+    """A copy with our handlers removed, and the groups and events that held only ours."""
+    result = dict(settings)
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return result
+    new_hooks: dict[str, Any] = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            new_hooks[event] = groups
+            continue
+        kept = []
+        for group in groups:
+            handlers = _handlers(group)
+            if handlers and any(_is_our_handler(h) for h in handlers):
+                others = [h for h in group["hooks"] if not _is_our_handler(h)]
+                if not others:
+                    continue  # the group held only our hook
+                group = {**group, "hooks": others}
+            kept.append(group)
+        if kept or not groups:  # an event left empty by us goes; one empty before stays
+            new_hooks[event] = kept
+    if new_hooks or not hooks:
+        result["hooks"] = new_hooks
+    else:
+        result.pop("hooks")
+    return result
+
+
+def _is_our_handler(handler: Any) -> bool:
+    return isinstance(handler, dict) and is_ours(handler.get("command"))
+
+
+def with_ours(settings: dict[str, Any], command: str, events: tuple[str, ...]) -> dict[str, Any]:
+    """A copy with exactly one group per event running `command` (ours replaced). No
+    matcher: every tool (Codex's matchers are regular expressions, where `*` is invalid)."""
+    result = without_ours(settings)
+    hooks = dict(result.get("hooks") or {})
+    for event in events:
+        group = {"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}
+        hooks[event] = [*(hooks.get(event) or []), group]
+    result["hooks"] = hooks
+    return result
+
+
+def backup_name(path: Path) -> Path:
+    """`NAME.bak-<UTC time>` beside `path` (with `-N` when taken): one clock everywhere."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    saved = path.with_name(f"{path.name}.bak-{stamp}")
+    n = 1
+    while saved.exists():
+        saved = path.with_name(f"{path.name}.bak-{stamp}-{n}")
+        n += 1
+    return saved
+
+
+def write_text(path: Path, text: str, backup: bool = True) -> Path | None:
+    """Replace `path` with `text` atomically, keeping its mode (new files: owner-only);
+    returns the backup made of the old file, if any."""
+    saved = None
+    if path.exists() and backup:
+        saved = backup_name(path)
+        shutil.copy2(path, saved)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = (path.stat().st_mode & 0o777) if path.exists() else 0o600
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return saved
+
+
+def write_settings(path: Path, data: dict[str, Any], backup: bool = True) -> Path | None:
+    return write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", backup)

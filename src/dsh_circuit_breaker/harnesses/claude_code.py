@@ -1,0 +1,50 @@
+"""Claude Code: a `PreToolUse` command hook (every tool, no matcher) and a
+`UserPromptSubmit` one, in a Claude Code settings file.
+
+Scopes are Claude Code's own: `user` ($CLAUDE_CONFIG_DIR or ~/.claude/settings.json),
+`project` (.claude/settings.json, shared with the repository) and `local`
+(.claude/settings.local.json, yours only). The event and answer shapes are in
+`_pretooluse`; a subagent is keyed `session_id/agent_id`.
+"""
+
+from __future__ import annotations
+
+from . import _pretooluse
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+NAME = "claude-code"
+LABEL = "Claude Code"
+CLI = "claude"
+CLI_PACKAGE = "@anthropic-ai/claude-code"
+EXEMPT = ("TodoWrite", "AskUserQuestion", "ExitPlanMode")
+ANNOTATION_ARGS: tuple[str, ...] = ()  # Bash's `description` is in SPEC's ignoreArgs already
+
+parse = _pretooluse.parse
+answer = _pretooluse.answer
+probe_events = _pretooluse.probe_events
+
+SCOPES = ("user", "project", "local")
+FILE_OPTION = "--settings"
+SETTINGS_EVENTS = _pretooluse.EVENTS
+
+
+def config_dir() -> Path:
+    import os
+    from pathlib import Path
+
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+
+
+def settings_path(scope: str, project: str | None = None) -> Path:
+    import os
+    from pathlib import Path
+
+    root = Path(project or os.getcwd()).absolute()
+    if scope == "user":
+        return config_dir() / "settings.json"
+    if scope == "project":
+        return root / ".claude" / "settings.json"
+    return root / ".claude" / "settings.local.json"

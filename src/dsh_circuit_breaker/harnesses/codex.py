@@ -1,0 +1,48 @@
+"""Codex: command hooks in `hooks.json` next to its config: `$CODEX_HOME/hooks.json`
+(default ~/.codex) for the user, `<project>/.codex/hooks.json` for a project. The
+settings shape and the hook's stdin/stdout are Claude Code's (`_pretooluse`).
+
+Codex runs a user or project hook only once it is trusted: after installing, open Codex
+and approve the two new hooks in `/hooks` (Codex records a hash of each; changing the
+command, e.g. by reinstalling with other options, asks again).
+"""
+
+from __future__ import annotations
+
+from . import _pretooluse
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+NAME = "codex"
+LABEL = "Codex"
+CLI = "codex"
+CLI_PACKAGE = "@openai/codex"
+EXEMPT = ("update_plan",)  # Codex's spelling of todo_write
+ANNOTATION_ARGS: tuple[str, ...] = ()
+NOTE = "Codex runs new hooks only once trusted: open Codex and approve them in /hooks."
+
+parse = _pretooluse.parse
+answer = _pretooluse.answer
+probe_events = _pretooluse.probe_events
+
+SCOPES = ("user", "project")
+FILE_OPTION = "--hooks-file"
+SETTINGS_EVENTS = _pretooluse.EVENTS
+
+
+def codex_home() -> Path:
+    import os
+    from pathlib import Path
+
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def settings_path(scope: str, project: str | None = None) -> Path:
+    import os
+    from pathlib import Path
+
+    if scope == "user":
+        return codex_home() / "hooks.json"
+    return Path(project or os.getcwd()).absolute() / ".codex" / "hooks.json"
