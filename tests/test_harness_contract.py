@@ -1,0 +1,130 @@
+"""Every harness module in `harnesses.HARNESSES` keeps the same contract (see the
+package docstring), checked here once for all of them:
+
+- its members are there, with the right types;
+- its real captured probe (tests/fixtures/harness-events/NAME) through `hook --harness
+  NAME`: six calls allowed, the seventh denied in the harness's own shape, although the
+  harness's annotation arguments differ on every call;
+- `install`, `doctor` and `uninstall` in a scratch HOME against the harness's own
+  settings file, the doctor finding the harness's real CLI (tests/e2e).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_circuit_breaker.breaker import Decision
+from dsh_circuit_breaker.config import DEFAULT_IGNORE_ARGS
+from dsh_circuit_breaker.harnesses import HARNESSES, Call, Prompt, load
+from hook_support import hook_env, run_hook
+
+FIXTURES = Path(__file__).parent / "fixtures" / "harness-events"
+E2E_BIN = Path(__file__).parent / "e2e" / "node_modules" / ".bin"
+CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
+NAMES = sorted(HARNESSES)
+# Harnesses whose hook event carries only the command: Codex drops `justification` (the
+# model's per-call annotation of exec_command) before its PreToolUse hook.
+NO_ANNOTATIONS = {"codex"}
+
+
+def probe_events(name: str) -> list[dict[str, Any]]:
+    lines = (FIXTURES / name / "probe.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_members(name: str) -> None:
+    harness = load(name)
+    assert name == harness.NAME
+    for attribute in ("LABEL", "CLI", "CLI_PACKAGE"):
+        assert isinstance(getattr(harness, attribute), str) and getattr(harness, attribute)
+    for attribute in ("EXEMPT", "ANNOTATION_ARGS"):
+        value = getattr(harness, attribute)
+        assert isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+    for function in ("parse", "answer", "probe_events"):
+        assert callable(getattr(harness, function))
+    own = [hasattr(harness, f) for f in ("install", "uninstall", "doctor")]
+    if not all(own):  # the shared command-hook install/uninstall/doctor
+        assert not any(own)
+        assert isinstance(harness.SCOPES, tuple) and harness.SCOPES
+        assert isinstance(harness.SETTINGS_EVENTS, tuple) and harness.SETTINGS_EVENTS
+        assert harness.FILE_OPTION.startswith("--")
+        assert callable(harness.settings_path)
+    assert harness.answer(Decision(True)) in (None, "{}")
+    for event in harness.probe_events("contract"):
+        assert isinstance(harness.parse(event), (Call, Prompt))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_captured_probe_denies_the_seventh_call(name: str, tmp_path: Path) -> None:
+    harness = load(name)
+    events = probe_events(name)
+    parsed = [harness.parse(event) for event in events]
+    calls = [(e, p) for e, p in zip(events, parsed, strict=True) if isinstance(p, Call)]
+    assert len(calls) >= 7, "the fixture must hold at least seven calls"
+    annotations = (*DEFAULT_IGNORE_ARGS, *harness.ANNOTATION_ARGS)
+    varied = {
+        key
+        for key in annotations
+        if len({json.dumps(c.arguments.get(key)) for _, c in calls}) == len(calls)
+    }
+    if name in NO_ANNOTATIONS:
+        assert not any(key in c.arguments for _, c in calls for key in annotations)
+    else:
+        assert varied, f"no annotation argument ({annotations}) differs on every call"
+    assert len({(c.agent, c.tool) for _, c in calls}) == 1
+
+    env = hook_env(tmp_path)
+    outputs = []
+    for event, what in zip(events, parsed, strict=True):
+        done = run_hook(event, env, "--harness", name)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        if isinstance(what, Call):
+            outputs.append(done.stdout.strip())
+    allowed = harness.answer(Decision(True)) or ""
+    assert outputs[:6] == [allowed] * 6
+    template = (FIXTURES / name / "deny.json").read_text(encoding="utf-8")
+    denial = json.loads(outputs[6])
+    message = _find_message(denial)
+    assert message.startswith(f"Circuit breaker: this {calls[6][1].tool} call was NOT run.")
+    assert denial == json.loads(template.replace("{message}", json.dumps(message)[1:-1]))
+
+
+def _find_message(value: Any) -> str:
+    if isinstance(value, str) and value.startswith("Circuit breaker:"):
+        return value
+    children = value.values() if isinstance(value, dict) else value
+    if isinstance(value, (dict, list)):
+        for child in children:
+            found = _find_message(child)
+            if found:
+                return found
+    return ""
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_install_doctor_uninstall(name: str, tmp_path: Path) -> None:
+    harness = load(name)
+    env = hook_env(tmp_path, PATH=f"{E2E_BIN}{os.pathsep}{os.environ['PATH']}")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*CLI, *args, name], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+
+    installed = cli("install")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    doctor = cli("doctor")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "PROBLEM" not in doctor.stdout and f"{harness.LABEL} CLI: {E2E_BIN}" in doctor.stdout
+    removed = cli("uninstall")
+    assert removed.returncode == 0 and "removed from" in removed.stdout
+    after = cli("doctor")
+    assert after.returncode == 1 and "the hook is not installed" in after.stdout
