@@ -1,59 +1,30 @@
 // dsh-circuit-breaker: DeepSeek Harness plugin.
 //
-// Plain ESM, no dependencies, no build step. The rules and their config live in Python:
-// on load this starts one guard process (`python -m dsh_circuit_breaker.cli serve --stdio`)
-// and asks it, over newline-delimited JSON, before every tool call. Installed by
-// `dsh-circuit-breaker install dsh`; configured by the entry's `config` (the breaker's keys,
-// camelCase, plus this file's own keys below). Docs: docs/dsh.md in the project.
-//
-// Failure policy: a guard that is missing, dies, or does not answer within `timeoutMs`
-// never blocks the agent: the call is allowed and a warning goes to DSH's log. The guard
-// is restarted once per runtime; after that, calls are allowed unchecked. A bad config is
-// the one loud failure: the entry does not activate and DSH prints the key at startup.
-import { spawn } from 'node:child_process';
-import { appendFileSync, existsSync, readFileSync } from 'node:fs';
-import { dirname, join, sep } from 'node:path';
+// Plain ESM, no dependencies, no build step: DSH's wiring around the shared guard client
+// (../js/guard.mjs), which holds the guard process and its failure policy. Installed by
+// `dsh-circuit-breaker install dsh`; configured by the entry's `config` (the breaker's
+// keys, camelCase, plus the client's own keys: python, timeoutMs, startTimeoutMs, state).
+// Docs: docs/dsh.md in the project.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+import { AgentKeys, startGuard } from '../js/guard.mjs';
 
 export const name = 'dsh-circuit-breaker';
 export const inject = ['tools'];
 
-// Keys this file reads itself; every other key is the breaker's, validated in Python.
-const OWN_KEYS = ['python', 'timeoutMs', 'startTimeoutMs', 'state'];
-const DEFAULT_TIMEOUT_MS = 1000;
-const DEFAULT_START_TIMEOUT_MS = 10000;
 const SIDECAR = 'dsh-circuit-breaker.json';
-const UNCHECKED_REPORT_EVERY = 100;
-
-class ConfigFailure extends Error {}
 
 export async function apply(ctx, config) {
-  const options = config ?? {};
-  if (typeof options !== 'object' || Array.isArray(options)) {
-    throw new ConfigFailure(`dsh-circuit-breaker: config must be a mapping, got ${typeof options}`);
-  }
-  const breakerConfig = {};
-  for (const [key, value] of Object.entries(options)) {
-    if (!OWN_KEYS.includes(key)) breakerConfig[key] = value;
-  }
-  const timeoutMs = positive(options.timeoutMs, 'timeoutMs', DEFAULT_TIMEOUT_MS);
-  const startTimeoutMs = positive(options.startTimeoutMs, 'startTimeoutMs', DEFAULT_START_TIMEOUT_MS);
   const logger = ctx.logger('circuit-breaker');
-  const python = resolvePython(options, ctx);
-  const guard = new Guard({
-    python,
-    hello: { op: 'hello', config: breakerConfig, state: options.state ?? null },
-    timeoutMs,
-    startTimeoutMs,
+  const { guard, config: effective } = await startGuard({
+    config,
     logger,
+    python: () => sidecarPython(ctx),
+    pluginFile: fileURLToPath(import.meta.url),
   });
   ctx.effect(() => () => guard.stop(), 'dsh-circuit-breaker guard process');
-
-  const started = await guard.start();
-  if (started.configError !== undefined) {
-    guard.stop();
-    throw new ConfigFailure(`dsh-circuit-breaker: ${started.configError}`);
-  }
 
   const agents = new AgentKeys((message) => guard.notify(message));
   // A denial is final: remember which executions we denied, and deny them again in the
@@ -77,8 +48,7 @@ export async function apply(ctx, config) {
   // resetOnUserPrompt (default true): a new prompt from the user starts the agent afresh,
   // as in the breaker's other integrations. DSH puts each prompt into the agent's inbox
   // with source kind `user`; tool results and messages from other agents are not that.
-  const resetOnUserPrompt = started.config?.resetOnUserPrompt ?? breakerConfig.resetOnUserPrompt ?? breakerConfig.reset_on_user_prompt;
-  if (resetOnUserPrompt !== false) {
+  if ((effective.resetOnUserPrompt ?? effective.reset_on_user_prompt) !== false) {
     ctx.on('agent/inbox/inserted', (payload) => {
       try {
         if (payload?.message?.source?.kind !== 'user') return;
@@ -91,343 +61,13 @@ export async function apply(ctx, config) {
   }
 }
 
-function positive(value, key, fallback) {
-  if (value === undefined || value === null) return fallback;
-  if (typeof value !== 'number' || !(value > 0)) {
-    throw new ConfigFailure(`dsh-circuit-breaker: config key ${key}: must be a number above 0, got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
-
-// Which Python runs the guard. A later patch row `- id: circuit-breaker` with `config:`
-// replaces the whole config (DSH does not merge it), so the interpreter that
-// `install dsh` put in the row may be gone: it is also in a sidecar file beside the
-// profile's patch layer, and the plugin can find a venv it is installed in.
-function resolvePython(options, ctx) {
-  if (typeof options.python === 'string' && options.python !== '') return options.python;
-  const fromEnv = process.env.DSH_CIRCUIT_BREAKER_PYTHON;
-  if (fromEnv) return fromEnv;
-  try {
-    const profileDir = ctx.get('profileContext')?.dir;
-    if (typeof profileDir === 'string') {
-      const sidecar = join(profileDir, SIDECAR);
-      if (existsSync(sidecar)) {
-        const recorded = JSON.parse(readFileSync(sidecar, 'utf8')).python;
-        if (typeof recorded === 'string' && recorded !== '') return recorded;
-      }
-    }
-  } catch {
-    // An unreadable sidecar falls through to the next guess; the guard start reports it.
-  }
-  // Installed (not editable) into a venv: .../lib/pythonX.Y/site-packages/dsh_circuit_breaker/dsh/
-  const here = dirname(fileURLToPath(import.meta.url));
-  const marker = `${sep}lib${sep}`;
-  const at = here.lastIndexOf(marker);
-  if (at > 0 && here.includes(`${sep}site-packages${sep}`)) {
-    const candidate = join(here.slice(0, at), process.platform === 'win32' ? 'Scripts' : 'bin', 'python');
-    if (existsSync(candidate)) return candidate;
-  }
-  return process.platform === 'win32' ? 'python' : 'python3';
-}
-
-// For `dsh-circuit-breaker doctor dsh`: proof that this entry really activated.
-function readyMarker(record) {
-  const path = process.env.DSH_CIRCUIT_BREAKER_READY_FILE;
-  if (!path) return;
-  try {
-    appendFileSync(path, JSON.stringify({ ...record, pluginFile: fileURLToPath(import.meta.url) }) + '\n');
-  } catch {
-    // Only the doctor reads this; it reports a missing marker itself.
-  }
-}
-
-// Per-agent identity sent to the guard. DSH's agent object carries `id`, the session id
-// that `list_agents` / `interrupt_agent` use (a subagent has its own). An agent without
-// one gets a private key for its object and is reported by its field names (`agentKeys`).
-// When an agent object is collected, its state is dropped, as a WeakMap would.
-class AgentKeys {
-  constructor(notify) {
-    this.notify = notify;
-    this.anon = new WeakMap();
-    this.serial = 0;
-    this.seen = new WeakSet();
-    this.liveById = new Map();
-    this.registry = new FinalizationRegistry((held) => this.collected(held));
-  }
-
-  of(agent) {
-    if (agent === null || typeof agent !== 'object') return { anon: 'anon:none', agentKeys: [] };
-    const id = agent.id;
-    if ((typeof id === 'string' && id !== '') || (typeof id === 'number' && Number.isFinite(id))) {
-      const key = String(id);
-      if (!this.seen.has(agent)) {
-        this.seen.add(agent);
-        this.liveById.set(key, new WeakRef(agent));
-        this.registry.register(agent, { agent: key });
-      }
-      return { agent: key };
-    }
-    let key = this.anon.get(agent);
-    if (key === undefined) {
-      key = `anon:${++this.serial}`;
-      this.anon.set(agent, key);
-      this.registry.register(agent, { anon: key });
-    }
-    return { anon: key, agentKeys: Object.keys(agent) };
-  }
-
-  collected(held) {
-    if (held.agent !== undefined) {
-      // A resumed session may already run as a new object with the same id: keep its state.
-      const live = this.liveById.get(held.agent);
-      if (live !== undefined && live.deref() !== undefined) return;
-      this.liveById.delete(held.agent);
-    }
-    this.notify({ op: 'forget', ...held });
-  }
-}
-
-// The guard process and the pending requests to it. `check` resolves to a denial reason
-// or undefined (allow), never rejects, and waits at most `timeoutMs` for an answer (plus
-// up to `startTimeoutMs` for a guard that is starting).
-class Guard {
-  constructor({ python, hello, timeoutMs, startTimeoutMs, logger }) {
-    this.python = python;
-    this.hello = hello;
-    this.timeoutMs = timeoutMs;
-    this.startTimeoutMs = startTimeoutMs;
-    this.logger = logger;
-    this.child = null;
-    this.ready = null; // promise of the running guard's hello reply
-    this.starts = 0;
-    this.gaveUp = false;
-    this.unchecked = 0;
-    this.nextId = 1;
-    this.pending = new Map();
-    this.stopped = false;
-    this.lastFailure = undefined;
-  }
-
-  // Start (or restart) the process and wait for its hello reply. Resolves to
-  // {ok, config} or {ok: false, configError} or {ok: false, failure}; never rejects.
-  start() {
-    this.starts += 1;
-    const args = ['-m', 'dsh_circuit_breaker.cli', 'serve', '--stdio'];
-    let child;
-    try {
-      child = spawn(this.python, args, { stdio: ['pipe', 'pipe', 'pipe'], windowsHide: true });
-    } catch (error) {
-      const why = `cannot start ${this.python}: ${error.message}`;
-      this.child = null;
-      this.trouble(why, null);
-      this.ready = Promise.resolve({ ok: false, failure: why });
-      return this.ready;
-    }
-    this.child = child;
-    // The guard must never keep DSH alive; it exits by itself when its stdin closes.
-    child.unref();
-    for (const stream of [child.stdin, child.stdout, child.stderr]) stream?.unref?.();
-    let buffer = '';
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (chunk) => {
-      buffer += chunk;
-      let newline;
-      while ((newline = buffer.indexOf('\n')) >= 0) {
-        const line = buffer.slice(0, newline);
-        buffer = buffer.slice(newline + 1);
-        this.answer(line);
-      }
-    });
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (chunk) => {
-      for (const line of chunk.split('\n')) {
-        if (line.trim() !== '') this.logger.warn('dsh-circuit-breaker guard: %s', line);
-      }
-    });
-    child.stdin.on('error', () => {}); // reported through 'exit' / timeouts instead
-    child.on('error', (error) => this.lost(child, `guard process error: ${error.message}`));
-    child.on('exit', (code, signal) => this.lost(child, `guard process exited (${signal ?? `code ${code}`})`));
-
-    const start = this.starts;
-    const hello = this.request(this.hello, this.startTimeoutMs).then((reply) => {
-      let result;
-      if (reply === undefined) {
-        // Either it died (already reported, with the reason) or it never answered.
-        const why = child === this.child ? `guard did not start within ${this.startTimeoutMs} ms` : this.lastFailure;
-        this.trouble(why, child);
-        result = { ok: false, failure: why };
-      } else if (reply.ok === true) {
-        result = { ok: true, config: reply.config };
-      } else {
-        result = { ok: false, configError: String(reply.error ?? 'the guard rejected its config') };
-      }
-      readyMarker({
-        start,
-        ok: result.ok,
-        pid: child.pid ?? null,
-        python: this.python,
-        config: result.config,
-        error: result.configError ?? result.failure,
-      });
-      return result;
-    });
-    this.ready = hello;
-    return hello;
-  }
-
-  stop() {
-    this.stopped = true;
-    this.kill('SIGTERM'); // it also exits by itself when its stdin closes
-  }
-
-  // Let go of the running guard. A guard that failed is killed outright: one that is
-  // hung (or stopped) would not act on a polite signal.
-  kill(signal = 'SIGKILL') {
-    const child = this.child;
-    this.child = null;
-    this.ready = null;
-    for (const [, waiter] of this.pending) waiter(undefined);
-    this.pending.clear();
-    if (child !== null) {
-      try {
-        child.stdin.end();
-        child.kill(signal);
-      } catch {
-        // already gone
-      }
-    }
-  }
-
-  // One decision. Undefined means allow.
-  async check(agentRef, tool, args) {
-    if (this.gaveUp || this.stopped) return this.uncheckedCall();
-    if (this.child === null) {
-      if (this.starts >= 2) return this.giveUp();
-      this.logger.warn('dsh-circuit-breaker: restarting the guard process (the one restart)');
-      this.start();
-    }
-    const child = this.child;
-    // Resolved at once unless a (re)start is under way; a start gets its own budget, since
-    // a Python start-up takes far longer than an answer.
-    const hello = await withTimeout(this.ready, this.startTimeoutMs);
-    if (hello === undefined) {
-      this.trouble(`guard not ready within ${this.startTimeoutMs} ms`, child);
-      return this.uncheckedCall(true);
-    }
-    if (hello.ok !== true) return this.uncheckedCall(true); // reported when it failed
-    let reply;
-    try {
-      reply = await this.request({ op: 'check', tool, arguments: args, ...agentRef }, this.timeoutMs);
-    } catch {
-      // Arguments JSON cannot carry (a cycle, a BigInt): the breaker could not judge them.
-      return undefined;
-    }
-    if (reply === undefined) {
-      this.trouble(`guard did not answer within ${this.timeoutMs} ms`, child);
-      return this.uncheckedCall(true);
-    }
-    if (reply.allowed === false && typeof reply.message === 'string') return reply.message;
-    return undefined;
-  }
-
-  // Fire and forget (agent disposal).
-  notify(message) {
-    const child = this.child;
-    if (child === null) return;
-    try {
-      child.stdin.write(JSON.stringify(message) + '\n');
-    } catch {
-      // a dead guard forgets everything anyway
-    }
-  }
-
-  // Send one request; resolves to its reply, or undefined on timeout or a dead guard.
-  // Throws synchronously only when `message` cannot be serialized.
-  request(message, budgetMs) {
-    const id = this.nextId++;
-    const line = JSON.stringify({ ...message, id }) + '\n';
-    const child = this.child;
-    if (child === null) return Promise.resolve(undefined);
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        resolve(undefined);
-      }, budgetMs);
-      timer.unref?.();
-      this.pending.set(id, (reply) => {
-        clearTimeout(timer);
-        resolve(reply);
-      });
-      try {
-        child.stdin.write(line);
-      } catch {
-        this.pending.get(id)?.(undefined);
-        this.pending.delete(id);
-      }
-    });
-  }
-
-  answer(line) {
-    let reply;
-    try {
-      reply = JSON.parse(line);
-    } catch {
-      return;
-    }
-    const waiter = this.pending.get(reply?.id);
-    if (waiter === undefined) return; // late reply after a timeout
-    this.pending.delete(reply.id);
-    waiter(reply);
-  }
-
-  lost(child, why) {
-    this.trouble(why, child);
-  }
-
-  // The guard `child` failed: drop it (the next call restarts it, once) and say so.
-  // Reports each process's failure once: later reports about a process we already
-  // dropped (its exit after a timeout, other calls that were waiting on it) are ignored.
-  trouble(why, child) {
-    if (this.stopped || child !== this.child) return;
-    const last = this.starts >= 2;
-    const next = last ? 'all further tool calls are allowed unchecked' : 'it will be restarted once';
-    this.lastFailure = why;
-    this.logger.warn('dsh-circuit-breaker: %s; the call is allowed, %s', why, next);
-    this.kill();
-    if (last) this.gaveUp = true;
-  }
-
-  giveUp() {
-    this.gaveUp = true;
-    return this.uncheckedCall();
-  }
-
-  uncheckedCall(alreadyReported = false) {
-    this.unchecked += 1;
-    if (!alreadyReported && this.unchecked % UNCHECKED_REPORT_EVERY === 1) {
-      this.logger.warn(
-        'dsh-circuit-breaker: guard unavailable, tool call allowed unchecked (%d so far)',
-        this.unchecked,
-      );
-    }
-    return undefined;
-  }
-}
-
-function withTimeout(promise, ms) {
-  if (promise === null) return Promise.resolve(undefined);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(undefined), ms);
-    timer.unref?.();
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      () => {
-        clearTimeout(timer);
-        resolve(undefined);
-      },
-    );
-  });
+// A later patch row `- id: circuit-breaker` with `config:` replaces the whole config (DSH
+// does not merge it), so the interpreter that `install dsh` put in the row may be gone:
+// it is also in a sidecar file beside the profile's patch layer.
+function sidecarPython(ctx) {
+  const profileDir = ctx.get('profileContext')?.dir;
+  if (typeof profileDir !== 'string') return undefined;
+  const sidecar = join(profileDir, SIDECAR);
+  if (!existsSync(sidecar)) return undefined;
+  return JSON.parse(readFileSync(sidecar, 'utf8')).python;
 }
