@@ -18,6 +18,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "install": ("dsh_circuit_breaker.commands.install", "put the breaker into a harness"),
     "uninstall": ("dsh_circuit_breaker.commands.uninstall", "take the breaker out of a harness"),
     "doctor": ("dsh_circuit_breaker.commands.doctor", "prove the breaker loads in a harness"),
+    "dsh-package": (
+        "dsh_circuit_breaker.dsh.package",
+        "write the DSH plugin as an npm package for `dsh plugin add`",
+    ),
     "analyze": (
         "dsh_circuit_breaker.transcripts.cmd_analyze",
         "tabulate tool calls in transcripts",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PLUGIN_ID = "circuit-breaker"  # the entry id users target with `- id: circuit-breaker`
+NPM_NAME = "dsh-circuit-breaker"  # the npm package `dsh-package` writes for `dsh plugin add`
 
 
 def plugin_path() -> Path:

@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -25,24 +26,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import PLUGIN_ID, plugin_path, skill_path
+from ..harnesses._settings import write_text
+from . import NPM_NAME, PLUGIN_ID, plugin_path, skill_path
+from .dump import Expression, file_of, find_entries
 
 BEGIN = "# >>> dsh-circuit-breaker (managed by `dsh-circuit-breaker install dsh`; do not edit)"
 END = "# <<< dsh-circuit-breaker"
 SIDECAR = "dsh-circuit-breaker.json"  # the plugin reads the interpreter from here too
 SKILL_NAME = "circuit-breaker-supervision"
 DEFAULT_PROFILE = "sdk"
+INSTALL_HINT = (
+    "pip install 'dsh-circuit-breaker[dsh]' (from a clone of the repository: pip install '.[dsh]')"
+)
 
 
 class InstallError(Exception):
     """A problem the user must fix; the message says what and where."""
 
 
-def add_arguments(parser: argparse.ArgumentParser, action: str = "install") -> None:
+def _add_profile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",
         default=DEFAULT_PROFILE,
-        help=f"DSH profile to change (default: {DEFAULT_PROFILE}, the Python SDK's profile)",
+        help=f"DSH profile (default: {DEFAULT_PROFILE}, the Python SDK's profile)",
     )
     parser.add_argument(
         "--dsh-home",
@@ -50,21 +56,48 @@ def add_arguments(parser: argparse.ArgumentParser, action: str = "install") -> N
         metavar="DIR",
         help="DSH home (default: $DSH_HOME, else ~/.dsh)",
     )
+
+
+def add_arguments(parser: argparse.ArgumentParser, action: str) -> None:
+    """Each action's own options (`doctor dsh --help` shows only doctor's)."""
+    adders = {
+        "install": add_install_arguments,
+        "uninstall": add_uninstall_arguments,
+        "doctor": add_doctor_arguments,
+    }
+    adders[action](parser)
+
+
+def add_install_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_profile_arguments(parser)
     parser.add_argument(
         "--skill",
         action="store_true",
-        help="also install (or uninstall) the supervision skill under $DSH_HOME/skills",
+        help="install only the supervision skill (under $DSH_HOME/skills), not the plugin",
     )
     parser.add_argument(
         "--python",
         default=sys.executable,
         help="interpreter for the guard process (default: this one)",
     )
+
+
+def add_uninstall_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_profile_arguments(parser)
+    parser.add_argument(
+        "--skill",
+        action="store_true",
+        help="uninstall only the supervision skill, not the plugin",
+    )
+
+
+def add_doctor_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_profile_arguments(parser)
     parser.add_argument(
         "--dsh",
         default=None,
         metavar="PATH",
-        help="dsh executable for doctor (default: `dsh` on PATH, else the Python SDK's runtime)",
+        help="dsh executable (default: `dsh` on PATH, else the Python SDK's runtime)",
     )
 
 
@@ -86,6 +119,10 @@ class Profile:
         return self.dir / SIDECAR
 
     @property
+    def manifest(self) -> Path:
+        return self.dir / "package.json"
+
+    @property
     def home_patch_file(self) -> Path:
         return self.home / "cordis.patch.yml"
 
@@ -97,27 +134,51 @@ class Profile:
 def profile_of(args: argparse.Namespace) -> Profile:
     home = args.dsh_home or os.environ.get("DSH_HOME", "").strip() or "~/.dsh"
     name = args.profile
-    if not name or "/" in name or "\\" in name or name in (".", ".."):
+    if not name or "/" in name or "\\" in name or name in (".", "..", "node_modules"):
         raise InstallError(f"not a profile name: {name!r}")
     return Profile(Path(home).expanduser().resolve(), name)
+
+
+def existing_profile(args: argparse.Namespace) -> Profile:
+    """The chosen profile, if DSH has created it (its package.json is what makes a
+    profile); otherwise an error naming the ones there are and how to create it."""
+    profile = profile_of(args)
+    if profile.manifest.is_file():
+        return profile
+    profiles = profile.home / "profiles"
+    there = sorted(p.parent.name for p in profiles.glob("*/package.json"))
+    create = f"DSH_HOME={shlex.quote(str(profile.home))} dsh --profile {shlex.quote(profile.name)}"
+    raise InstallError(
+        f"DSH profile {profile.name!r} does not exist in {profiles} "
+        f"(existing: {', '.join(there) or 'none'}). Create it with DSH first:\n"
+        f"  {create} --dump-config >/dev/null   # a shipped profile (sdk, web, ...)\n"
+        f"  {create} --from-default-profile sdk --dump-config >/dev/null   # your own"
+    )
 
 
 # -- the managed block -------------------------------------------------------------------
 
 
-def managed_block(python: str) -> str:
+def insert_row(python: str) -> list[str]:
+    """The patch row that inserts our entry, as lines."""
     # JSON strings are valid YAML scalars, so paths with any characters stay intact.
+    return [
+        "- insert:",
+        f"    - id: {PLUGIN_ID}",
+        f"      name: {json.dumps(str(plugin_path()))}",
+        "      config:",
+        f"        python: {json.dumps(python)}",
+    ]
+
+
+def managed_block(python: str) -> str:
     return "\n".join(
         [
             BEGIN,
             "# Configure it in a later row (this profile file below this block, or",
             "# $DSH_HOME/cordis.patch.yml):  - id: circuit-breaker",
             "#                                 config: {duplicateLimit: 6}",
-            "- insert:",
-            f"    - id: {PLUGIN_ID}",
-            f"      name: {json.dumps(str(plugin_path()))}",
-            "      config:",
-            f"        python: {json.dumps(python)}",
+            *insert_row(python),
             END,
             "",
         ]
@@ -178,32 +239,6 @@ def without_block(text: str) -> str:
     return rest
 
 
-def _write(path: Path, old: str | None, new: str) -> Path | None:
-    """Write `new` atomically; back up `old` first. Returns the backup path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    backup = None
-    if old is not None:
-        stamp = time.strftime("%Y%m%dT%H%M%S")
-        backup = path.with_name(f"{path.name}.bak-{stamp}")
-        n = 1
-        while backup.exists():
-            n += 1
-            backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
-        shutil.copy2(path, backup)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            out.write(new)
-        if old is not None:
-            shutil.copymode(path, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return backup
-
-
 def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8")
@@ -211,27 +246,47 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def package_layers(profile: Profile) -> list[Path]:
+    """The patch files of our npm package (`dsh-package`), if DSH's plugin manager
+    installed it into the profile as a bundle; else none."""
+    bundles = _json_at(profile.manifest, "dsh", "profile", "bundles")
+    if not isinstance(bundles, list) or NPM_NAME not in bundles:
+        return []
+    package = profile.dir / "node_modules" / NPM_NAME
+    patch = _json_at(package / "package.json", "dsh", "bundle", "patch")
+    files = [patch] if isinstance(patch, str) else patch if isinstance(patch, list) else []
+    return [package / f for f in files if isinstance(f, str)]
+
+
+def _json_at(path: Path, *keys: str) -> Any:
+    try:
+        value: Any = json.loads(_read(path) or "null")
+    except ValueError:
+        raise InstallError(f"{path} is not valid JSON") from None
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
 # -- install / uninstall -------------------------------------------------------------------
 
 
 def install(args: argparse.Namespace) -> int:
     try:
-        profile = profile_of(args)
+        if args.skill:
+            return _install_skill(profile_of(args))
+        profile = existing_profile(args)
         python = str(Path(args.python).absolute())
         old = _read(profile.patch_file)
         new = with_block(old or "", managed_block(python), profile.patch_file)
         if new == old:
             print(f"already installed in {profile.patch_file}")
         else:
-            backup = _write(profile.patch_file, old, new)
+            backup = write_text(profile.patch_file, new)
             print(f"installed: {profile.patch_file}" + (f" (backup: {backup})" if backup else ""))
         sidecar = json.dumps({"python": python, "plugin": str(plugin_path())}, indent=2) + "\n"
         if _read(profile.sidecar) != sidecar:
-            _write(profile.sidecar, None, sidecar)
-        if args.skill:
-            profile.skill_file.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(skill_path(), profile.skill_file)
-            print(f"skill: {profile.skill_file}")
+            write_text(profile.sidecar, sidecar, backup=False)
     except (InstallError, OSError) as exc:
         print(f"dsh-circuit-breaker install dsh: {exc}", file=sys.stderr)
         return 1
@@ -239,22 +294,33 @@ def install(args: argparse.Namespace) -> int:
     return 0
 
 
+def _install_skill(profile: Profile) -> int:
+    profile.skill_file.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(skill_path(), profile.skill_file)
+    print(f"skill: {profile.skill_file}")
+    return 0
+
+
 def uninstall(args: argparse.Namespace) -> int:
     try:
         profile = profile_of(args)
+        if args.skill:
+            if profile.skill_file.exists():
+                profile.skill_file.unlink()
+                with contextlib.suppress(OSError):
+                    profile.skill_file.parent.rmdir()
+                print(f"removed skill {profile.skill_file}")
+            else:
+                print(f"no skill at {profile.skill_file}")
+            return 0
         old = _read(profile.patch_file)
         if old is None or strip_block(old) == old:
             print(f"not installed in {profile.patch_file}")
         else:
-            backup = _write(profile.patch_file, old, without_block(old))
+            backup = write_text(profile.patch_file, without_block(old))
             print(f"removed from {profile.patch_file} (backup: {backup})")
         with contextlib.suppress(FileNotFoundError):
             profile.sidecar.unlink()
-        if args.skill and profile.skill_file.exists():
-            profile.skill_file.unlink()
-            with contextlib.suppress(OSError):
-                profile.skill_file.parent.rmdir()
-            print(f"removed skill {profile.skill_file}")
     except (InstallError, OSError) as exc:
         print(f"dsh-circuit-breaker uninstall dsh: {exc}", file=sys.stderr)
         return 1
@@ -276,53 +342,18 @@ def dsh_command(explicit: str | None) -> list[str]:
         )
     except ImportError:
         raise InstallError(
-            "no dsh executable: pass --dsh PATH, put dsh on PATH, or install "
-            "deepseek-harness-sdk (pip install 'dsh-circuit-breaker[dsh-test]')"
+            f"no DSH runtime (deepseek-harness-sdk) in this environment: {INSTALL_HINT}; "
+            "or pass --dsh PATH, or put dsh on PATH"
         ) from None
     return [str(a) for a in resolve_bundled_launch_args()]
 
 
-def find_entries(dump: str) -> list[dict[str, str]]:
-    """Our entries in `dsh --dump-config` output: rows whose id is ours or whose name is
-    our plugin file. Only the scalar fields are read (id, name, disabled)."""
-    ours = plugin_path().as_uri()
-    entries: list[dict[str, str]] = []
-    current: dict[str, str] | None = None
-    for line in dump.splitlines():
-        if line.startswith("- "):
-            current = {}
-            entries.append(current)
-            line = "  " + line[2:]
-        elif not line.startswith("  "):
-            current = None
-            continue
-        if current is None or line.startswith("   "):
-            continue  # nested config, or outside any entry
-        key, _, value = line.strip().partition(":")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        current[key] = value
-    return [
-        e
-        for e in entries
-        if e.get("id") == PLUGIN_ID or e.get("name") in (ours, str(plugin_path()))
-    ]
-
-
-def _file_of(name: str) -> Path | None:
-    if name.startswith("file://"):
-        from urllib.parse import unquote, urlparse
-
-        return Path(unquote(urlparse(name).path))
-    return Path(name) if os.path.isabs(name) else None
-
-
 def boot_check(
-    command: list[str], profile: Profile, timeout: float = 60.0
+    command: list[str], profile: Profile, layers: list[Path], timeout: float = 60.0
 ) -> tuple[dict[str, Any] | None, str]:
-    """Boot DSH's SDK app with this profile's and the home's patch layers (in DSH's order)
-    in a scratch home, and read the plugin's ready marker. Returns (marker, stderr)."""
+    """Boot DSH's SDK app in a scratch home with, in DSH's order, our package's bundle
+    layers, the profile's and the home's patch layers, and read the plugin's ready
+    marker. Returns (marker, stderr)."""
     with tempfile.TemporaryDirectory(prefix="dsh-cb-doctor-") as scratch:
         home = Path(scratch) / "home"
         (home / "profiles" / "sdk").mkdir(parents=True)
@@ -330,7 +361,7 @@ def boot_check(
             shutil.copyfile(profile.sidecar, home / "profiles" / "sdk" / SIDECAR)
         marker = Path(scratch) / "ready.jsonl"
         patches: list[str] = []
-        for layer in (profile.patch_file, profile.home_patch_file):
+        for layer in (*layers, profile.patch_file, profile.home_patch_file):
             if layer.exists():
                 patches += ["--patch", str(layer)]
         env = dict(os.environ)
@@ -402,59 +433,86 @@ def boot_check(
         return record, b"".join(stderr_lines).decode(errors="replace")
 
 
-def doctor(args: argparse.Namespace) -> int:
-    failures = 0
+class _Report:
+    def __init__(self) -> None:
+        self.failures = 0
 
-    def report(ok: bool, text: str) -> None:
-        nonlocal failures
-        failures += 0 if ok else 1
+    def __call__(self, ok: bool, text: str) -> None:
+        self.failures += 0 if ok else 1
         print(("ok    " if ok else "FAIL  ") + text)
 
+
+def doctor(args: argparse.Namespace) -> int:
+    report = _Report()
     try:
-        profile = profile_of(args)
-        text = _read(profile.patch_file) or ""
-        managed = strip_block(text) != text
-        report(
-            managed or PLUGIN_ID in text,
-            f"row in {profile.patch_file}" + ("" if managed else " (not installed by us)"),
-        )
-        command = dsh_command(args.dsh)
-        env = dict(os.environ, DSH_HOME=str(profile.home), DSH_TELEMETRY_DISABLED="1")
-        dump = subprocess.run(
-            [*command, "--profile", profile.name, "--dump-config"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-        )
-        if dump.returncode != 0:
-            report(False, f"dsh --profile {profile.name} --dump-config failed:\n{dump.stderr}")
-            return 1
-        entries = find_entries(dump.stdout)
-        report(len(entries) == 1, f"effective config has {len(entries)} circuit-breaker entry")
-        for entry in entries:
-            disabled = entry.get("disabled", "false")
-            report(disabled in ("", "false", "null"), f"entry enabled (disabled: {disabled})")
-            file = _file_of(entry.get("name", ""))
-            report(file is not None and file.is_file(), f"plugin file exists: {entry.get('name')}")
-        if failures:
-            report(False, "DSH boot skipped: fix the problems above first")
-            return 1
-        record, stderr = boot_check(command, profile)
-        if record is None:
-            report(False, "the plugin did not activate when DSH booted with this profile's layers")
-            if stderr.strip():
-                print(stderr.strip())
-        elif not record.get("ok"):
-            report(False, f"the plugin loaded but its guard did not start: {record.get('error')}")
-            if stderr.strip():
-                print(stderr.strip())
-        else:
-            report(
-                True, f"plugin activated; guard pid {record.get('pid')} ({record.get('python')})"
-            )
-            if record.get("config"):
-                print("      effective breaker config: " + json.dumps(record["config"]))
+        _doctor(args, report)
+    except ImportError as exc:
+        report(False, f"reading `dsh --dump-config` needs PyYAML ({exc}): {INSTALL_HINT}")
     except (InstallError, OSError, subprocess.SubprocessError, ValueError) as exc:
         report(False, str(exc))
-    return 1 if failures else 0
+    return 1 if report.failures else 0
+
+
+def _doctor(args: argparse.Namespace, report: _Report) -> None:
+    profile = existing_profile(args)
+    layers = package_layers(profile)
+    text = _read(profile.patch_file) or ""
+    managed = strip_block(text) != text
+    if managed:
+        report(True, f"row in {profile.patch_file}")
+    if layers:
+        report(True, f"npm package {NPM_NAME} in the profile's bundles ({profile.manifest})")
+    if not managed and not layers:
+        report(
+            PLUGIN_ID in text,
+            f"row in {profile.patch_file} (not installed by us)"
+            if PLUGIN_ID in text
+            else f"not installed: no row in {profile.patch_file}, "
+            f"no {NPM_NAME} package in {profile.manifest}",
+        )
+    command = dsh_command(args.dsh)
+    env = dict(os.environ, DSH_HOME=str(profile.home), DSH_TELEMETRY_DISABLED="1")
+    version = _run([*command, "--version"], env, 60)
+    report(version.returncode == 0, f"dsh {version.stdout.strip()} ({shlex.join(command)})")
+    dump = _run([*command, "--profile", profile.name, "--dump-config"], env, 120)
+    if dump.returncode != 0:
+        report(False, f"dsh --profile {profile.name} --dump-config failed:\n{dump.stderr}")
+        return
+    entries = find_entries(dump.stdout)
+    report(len(entries) == 1, f"effective config has {len(entries)} circuit-breaker entry")
+    for entry in entries:
+        disabled = entry.get("disabled")
+        if isinstance(disabled, Expression):
+            report(True, f"entry enabled unless `{disabled}` (DSH decides at boot, below)")
+        else:
+            enabled = disabled in (None, False)
+            report(enabled, "entry enabled" if enabled else f"entry disabled: {disabled!r}")
+        file = file_of(entry.get("name"))
+        report(
+            file is not None and file.is_file(), f"plugin file exists: {file or entry.get('name')}"
+        )
+    if report.failures:
+        report(False, "DSH boot skipped: fix the problems above first")
+        return
+    _doctor_boot(report, command, profile, layers)
+
+
+def _run(
+    command: list[str], env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def _doctor_boot(report: _Report, command: list[str], profile: Profile, layers: list[Path]) -> None:
+    record, stderr = boot_check(command, profile, layers)
+    if record is None:
+        report(False, "the plugin did not activate when DSH booted with this profile's layers")
+    elif not record.get("ok"):
+        report(False, f"the plugin loaded but its guard did not start: {record.get('error')}")
+    else:
+        report(True, f"plugin activated; guard pid {record.get('pid')} ({record.get('python')})")
+        if record.get("config"):
+            print("      effective breaker config: " + json.dumps(record["config"]))
+        return
+    if stderr.strip():
+        print(stderr.strip())
