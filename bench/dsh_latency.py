@@ -108,7 +108,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="with/without pairs")
     args = parser.parse_args()
     if not dsh_runtime_available():
-        print("deepseek-harness-sdk is not installed: pip install -e '.[dsh-test]'")
+        print("deepseek-harness-sdk is not installed: pip install -e '.[dsh]'")
         return 2
 
     with_us: list[float] = []

@@ -21,6 +21,7 @@ from dsh_circuit_breaker.dsh import install as dsh_install
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.dsh_runtime import (
     DshSession,
+    create_profile,
     dsh_runtime_available,
     insert_row,
     insert_row_for,
@@ -347,8 +348,9 @@ def session_starts(session: DshSession) -> list[dict[str, Any]]:
 def _install_args(session: DshSession, profile: str = "sdk") -> Any:
     import argparse
 
+    create_profile(session.home, profile)
     parser = argparse.ArgumentParser()
-    dsh_install.add_arguments(parser)
+    dsh_install.add_install_arguments(parser)
     return parser.parse_args(["--dsh-home", str(session.home), "--profile", profile])
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -39,6 +40,21 @@ def dsh_command() -> list[str]:
     from deepseek_harness_runtime import resolve_bundled_launch_args
 
     return [str(a) for a in resolve_bundled_launch_args()]
+
+
+def create_profile(home: Path, name: str = "sdk", template: str | None = None) -> None:
+    """Have DSH create a profile in `home`, as docs/dsh.md tells a user to: a shipped one
+    on first use, or a copy of the shipped `template`."""
+    extra = ["--from-default-profile", template] if template else []
+    done = subprocess.run(
+        [*dsh_command(), "--profile", name, *extra, "--dump-config"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DSH_HOME": str(home), "DSH_TELEMETRY_DISABLED": "1"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (home / "profiles" / name / "package.json").is_file()
 
 
 def yaml_value(value: Any) -> str:

@@ -486,7 +486,12 @@ def _doctor(args: argparse.Namespace, report: _Report) -> None:
             report(True, f"entry enabled unless `{disabled}` (DSH decides at boot, below)")
         else:
             enabled = disabled in (None, False)
-            report(enabled, "entry enabled" if enabled else f"entry disabled: {disabled!r}")
+            report(
+                enabled,
+                "entry enabled"
+                if enabled
+                else f"entry disabled (disabled: {json.dumps(disabled)})",
+            )
         file = file_of(entry.get("name"))
         report(
             file is not None and file.is_file(), f"plugin file exists: {file or entry.get('name')}"
