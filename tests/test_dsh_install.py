@@ -79,7 +79,7 @@ def test_install_keeps_every_other_row_and_backs_up_with_a_utc_name(tmp_path: Pa
     assert text.endswith(OTHER_ROWS.split("\n", 1)[1])
     backups = list(path.parent.glob("cordis.patch.yml.bak-*"))
     assert [b.read_text() for b in backups] == [OTHER_ROWS]
-    # The one naming every installer uses (commands/hook_settings.write_file): UTC, with Z.
+    # The one naming every installer uses (harnesses/_settings.write_text): UTC, with Z.
     assert re.fullmatch(r"cordis\.patch\.yml\.bak-\d{8}T\d{6}Z", backups[0].name)
 
     assert cli("uninstall", "dsh", "--dsh-home", str(home)) == 0
