@@ -156,9 +156,6 @@ def test_each_action_shows_only_its_own_options(capsys: pytest.CaptureFixture[st
     assert "--python" in install and "--skill" in install and "--dsh PATH" not in install
     uninstall = help_of(capsys, "uninstall", "dsh")
     assert "--skill" in uninstall and "--python" not in uninstall
-    # The command-hook targets keep one option set for every action.
-    for action in ("install", "doctor"):
-        assert "--scope" in help_of(capsys, action, "claude-code")
 
 
 def test_doctor_without_the_runtime_says_how_to_install_it(
