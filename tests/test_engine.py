@@ -356,7 +356,6 @@ def test_decision_json_roundtrip_of_config() -> None:
     assert Config.from_mapping(json.loads(json.dumps(config.to_mapping()))) == config
 
 
-
 def test_denial_texts_read_right_for_a_limit_of_one() -> None:
     duplicate = CircuitBreaker(Config(duplicate_limit=1, window=1))
     cap = CircuitBreaker(Config(max_calls_per_agent=1))

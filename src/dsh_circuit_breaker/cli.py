@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "hook": ("dsh_circuit_breaker.hook", "the command hook a harness runs before each tool call"),
     "status": ("dsh_circuit_breaker.commands.status", "agents in the state store, and limits"),
+    "reset": ("dsh_circuit_breaker.commands.reset", "forget agents' state (a capped subagent)"),
     "incidents": ("dsh_circuit_breaker.commands.incidents", "the incident log, readable"),
 }
 
