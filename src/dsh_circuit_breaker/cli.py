@@ -61,8 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name == chosen:
             module = importlib.import_module(module_name)
             module.add_arguments(command)
-            command.set_defaults(_run=module.run)
-    args = parser.parse_args(argv)
+            command.set_defaults(_run=module.run, _parser=command)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # under the command's own usage, not the top-level one
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help()
         return 2
