@@ -168,7 +168,7 @@ def test_doctor_passes_when_installed_and_fails_on_bad_config_or_no_row(
     assert cli("uninstall", "dsh", "--dsh-home", str(home)) == 0
     capsys.readouterr()
     assert cli(*doctor) == 1
-    assert "0 circuit-breaker entry" in capsys.readouterr().out
+    assert "0 circuit-breaker entries" in capsys.readouterr().out
 
 
 def test_doctor_reports_a_guard_that_cannot_start(

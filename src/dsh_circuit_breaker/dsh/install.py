@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..display import plural
 from . import PLUGIN_ID, plugin_path, skill_path
 
 BEGIN = "# >>> dsh-circuit-breaker (managed by `dsh-circuit-breaker install dsh`; do not edit)"
@@ -431,7 +432,8 @@ def doctor(args: argparse.Namespace) -> int:
             report(False, f"dsh --profile {profile.name} --dump-config failed:\n{dump.stderr}")
             return 1
         entries = find_entries(dump.stdout)
-        report(len(entries) == 1, f"effective config has {len(entries)} circuit-breaker entry")
+        found = plural(len(entries), "circuit-breaker entry", "circuit-breaker entries")
+        report(len(entries) == 1, f"effective config has {found}")
         for entry in entries:
             disabled = entry.get("disabled", "false")
             report(disabled in ("", "false", "null"), f"entry enabled (disabled: {disabled})")
