@@ -128,7 +128,7 @@ def test_probe_six_run_then_denied(claude: Path, tmp_path: Path) -> None:
     assert [r.is_error for r in results] == [False] * 6 + [True] * 4
     for denied in results[6:]:
         assert DENIAL_START in denied.text  # our text, as an error tool result
-        assert "already run 6 times (limit 6 identical calls)" in denied.text
+        assert "as often as allowed (runs: 6, limit: 6)" in denied.text
     session = events[-1]["session_id"]
     incidents = [json.loads(line) for line in run.incidents.read_text().splitlines()]
     assert incidents == [
@@ -288,7 +288,7 @@ def test_cap_text_reaches_the_model(claude: Path, tmp_path: Path) -> None:
     results = model.tool_results()
     assert [r.is_error for r in results] == [False] * 3 + [True] * 2
     for denied in results[3:]:
-        assert "This agent has made 3 tool calls, the limit is 3" in denied.text
+        assert "This agent has used up its tool calls (made: 3, limit: 3)" in denied.text
         assert "no further tool calls will run for this agent" in denied.text
     (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
     assert (incident["kind"], incident["count"], incident["limit"]) == ("cap", 3, 3)

@@ -29,7 +29,7 @@ def test_demo_shows_six_allowed_four_denied_the_text_and_the_incident() -> None:
         r"^call +(\d+): .*->  (allowed|DENIED \(duplicate\))$", result.stdout, re.M
     )
     assert [v for _, v in verdicts] == ["allowed"] * 6 + ["DENIED (duplicate)"] * 4
-    assert "The identical call has already run 6 times (limit 6" in result.stdout
+    assert "already run as often as allowed (runs: 6, limit: 6)" in result.stdout
     incident = json.loads(result.stdout.strip().splitlines()[-1])
     assert incident["kind"] == "duplicate" and incident["agent"] == "demo-agent"
 

@@ -109,7 +109,7 @@ def test_probe_six_run_then_blocked(codex: Path, tmp_path: Path) -> None:
     assert [o.call_id for o in outputs] == [c["call_id"] for c in model.function_calls()]
     assert [o.output.startswith(BLOCKED) for o in outputs] == [False] * 6 + [True] * 4
     for blocked in outputs[6:]:
-        assert "already run 6 times (limit 6 identical calls)" in blocked.output
+        assert "as often as allowed (runs: 6, limit: 6)" in blocked.output
     session = re.search(r"session id: (\S+)", log)
     assert session is not None
     (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]

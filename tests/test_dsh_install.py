@@ -315,7 +315,7 @@ def test_doctor_passes_when_installed_and_fails_on_bad_config_or_no_row(
     capsys.readouterr()
     assert cli(*doctor) == 1
     out = capsys.readouterr().out
-    assert "FAIL  not installed: no row in" in out and "0 circuit-breaker entry" in out
+    assert "FAIL  not installed: no row in" in out and "0 circuit-breaker entries" in out
 
 
 def test_doctor_reports_a_guard_that_cannot_start(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import threading
 from typing import Any
 
@@ -30,7 +31,7 @@ def test_probe_with_rewritten_description_is_stopped_after_six() -> None:
     assert denied.kind == "duplicate"
     assert (denied.count, denied.limit) == (6, 6)
     assert denied.message is not None
-    assert "bash" in denied.message and "6 times" in denied.message and "limit 6" in denied.message
+    assert "bash" in denied.message and "(runs: 6, limit: 6)" in denied.message
     assert all(d.message is None and d.kind is None for d in decisions[:6])
 
 
@@ -353,3 +354,17 @@ def test_single_deny_message_serves_both_kinds() -> None:
 def test_decision_json_roundtrip_of_config() -> None:
     config = Config(exempt=("x",), deny_message={"cap": "c"})
     assert Config.from_mapping(json.loads(json.dumps(config.to_mapping()))) == config
+
+
+def test_denial_texts_read_right_for_a_limit_of_one() -> None:
+    duplicate = CircuitBreaker(Config(duplicate_limit=1, window=1))
+    cap = CircuitBreaker(Config(max_calls_per_agent=1))
+    texts = []
+    for breaker in (duplicate, cap):
+        breaker.check("a", "bash", {"command": "ls"})
+        denied = breaker.check("a", "bash", {"command": "ls"})
+        assert not denied.allowed and denied.message is not None
+        texts.append(denied.message)
+    for text in texts:
+        assert not re.search(r"\b1 (time|call|tool call|identical call)s\b", text), text
+        assert "1, limit: 1)" in text  # the count and the limit are still said

@@ -37,7 +37,7 @@ def test_probe_six_run_then_denied_with_exact_shape(tmp_path: Path) -> None:
         assert specific["permissionDecision"] == "deny"
         reason = specific["permissionDecisionReason"]
         assert reason.startswith("Circuit breaker: this Bash call was NOT run.")
-        assert "already run 6 times (limit 6" in reason
+        assert "as often as allowed (runs: 6, limit: 6)" in reason
     # The default state and incident log live in the XDG state directory, owner-only.
     directory = state_dir(tmp_path)
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
@@ -182,7 +182,7 @@ def test_user_config_file_is_found(tmp_path: Path) -> None:
     env = hook_env(tmp_path)
     outs = [run_hook(pre_tool_use(), env) for _ in range(2)]
     assert [denial(o.stdout) is None for o in outs] == [True, False]
-    assert "1 times (limit 1" in (denial(outs[1].stdout) or "")
+    assert "(runs: 1, limit: 1)" in (denial(outs[1].stdout) or "")
 
 
 def test_no_argument_content_on_disk(tmp_path: Path) -> None:

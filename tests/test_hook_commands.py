@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import sqlite3
 import subprocess
 import sys
 import time
@@ -235,3 +237,107 @@ def test_installed_command_is_this_interpreter_without_the_script_wrapper() -> N
     assert words[:3] == [os.path.abspath(sys.executable), "-c", hs.HOOK_PROGRAM]
     assert words[3:] == ["hook", "--state", "sqlite:////tmp/x.db"]
     assert hs.is_ours(shlex.join(words))
+
+
+def _state_db(home: Path) -> Path:
+    return home / "state" / "dsh-circuit-breaker" / "state.db"
+
+
+def test_status_prints_last_calls_in_utc_like_the_incident_log(tmp_path: Path) -> None:
+    env = hook_env(tmp_path, TZ="Asia/Tokyo")  # nine hours from UTC: local time would show
+    for _ in range(7):
+        run_hook(pre_tool_use(session="looper"), env)
+    (row,) = [json.loads(line) for line in cli(env, "status", "--json").stdout.splitlines()]
+    expected = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(row["updated"]))
+    table = cli(env, "status").stdout.splitlines()
+    assert table[-1].endswith(f"  {expected}"), table
+    (incident,) = cli(env, "incidents").stdout.splitlines()
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  duplicate", incident)
+
+
+def test_status_skips_and_counts_a_corrupt_row(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    for session in ("broken", "fine"):
+        run_hook(pre_tool_use(session=session), env)
+    with sqlite3.connect(_state_db(tmp_path)) as db:
+        db.execute("UPDATE agents SET state = ? WHERE agent = 'broken'", (b'{"v":1,"calls":"x"',))
+    shown = cli(env, "status")
+    assert shown.returncode == 0, shown.stderr
+    assert "1 unreadable agent record skipped" in shown.stdout
+    assert "fine" in shown.stdout and "Traceback" not in shown.stderr
+    listed = cli(env, "status", "--json")
+    assert [json.loads(line)["agent"] for line in listed.stdout.splitlines()] == ["fine"]
+    assert "1 unreadable agent record skipped" in listed.stderr
+    repaired = cli(env, "reset", "broken")
+    assert repaired.returncode == 0 and "unreadable record is removed" in repaired.stdout
+    assert "unreadable" not in cli(env, "status").stdout
+
+
+def test_reset_frees_a_capped_subagent_and_refuses_an_unknown_one(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    config = tmp_path / "config" / "dsh-circuit-breaker" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"maxCallsPerAgent": 3}))
+
+    def call(n: int) -> str | None:
+        event = pre_tool_use("Bash", {"command": f"echo {n}"}, session="s", agent_id="sub1")
+        return denial(run_hook(event, env).stdout)
+
+    assert [call(n) is None for n in range(4)] == [True, True, True, False]
+    unknown = cli(env, "reset", "sub1")
+    assert unknown.returncode == 1
+    assert "no agent 'sub1'" in unknown.stdout and "nothing reset" in unknown.stdout
+    assert "did you mean 's/sub1'?" in unknown.stdout
+    assert call(5) is not None  # still capped: nothing was reset
+
+    done = cli(env, "reset", "s/sub1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        done.stdout.strip()
+        == "reset s/sub1: forgot 3 calls (tripped: cap); its next call starts afresh"
+    )
+    assert call(6) is None  # runs again at once
+    assert "s/sub1" in cli(env, "status").stdout
+
+    other = tmp_path / "other.db"
+    elsewhere = cli(env, "reset", "s/sub1", "--state", f"sqlite:///{other}")
+    assert elsewhere.returncode == 1 and f"in sqlite:///{other}" in elsewhere.stdout
+
+
+def test_incidents_skip_and_count_corrupt_lines_and_escape_control_characters(
+    tmp_path: Path,
+) -> None:
+    env = hook_env(tmp_path)
+    log = tmp_path / "incidents.jsonl"
+    good = {"time": "2026-09-01T23:10:07Z", "kind": "cap", "tool": "bash", "count": 3, "limit": 3}
+    hostile = {**good, "tool": "\x1b[2J\x1b[31mred", "agent": "a\x1b]0;owned\x07\r\u202e"}
+    log.write_text(
+        "\n".join(
+            [
+                json.dumps({**good, "agent": "agent-007"}),
+                json.dumps({**good, "kind": {"not": "a string"}}),
+                "[" * 100_000 + "]" * 100_000,
+                "not json \x1b[2J",
+                json.dumps(hostile),
+                json.dumps({**good, "agentKeys": ["model", "tools"]}),
+            ]
+        )
+        + "\n"
+    )
+    shown = cli(env, "incidents", "--log", str(log))
+    assert shown.returncode == 0, shown.stderr
+    assert "Traceback" not in shown.stderr
+    assert "3 unreadable lines skipped" in shown.stderr
+    lines = shown.stdout.splitlines()
+    assert len(lines) == 3
+    assert lines[0].endswith("cap        bash  3/3  agent agent-007")
+    assert not any(c in shown.stdout for c in "\x1b\x07\r\u202e")
+    assert "\\x1b[2J\\x1b[31mred" in lines[1] and "agent a\\x1b]0;owned\\x07\\r\\u202e" in lines[1]
+    assert lines[2].endswith("agent object with fields model,tools")
+    as_json = cli(env, "incidents", "--log", str(log), "--json")
+    assert [json.loads(line) for line in as_json.stdout.splitlines()] == [
+        {**good, "agent": "agent-007"},
+        hostile,
+        {**good, "agentKeys": ["model", "tools"]},
+    ]
+    assert "\x1b" not in as_json.stdout

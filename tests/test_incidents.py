@@ -60,10 +60,12 @@ def test_agent_object_id_fields_and_agent_keys(tmp_path: Path) -> None:
     _trip(breaker, NamedAgent("sess-42"))
     _trip(breaker, Anonymous())
     _trip(breaker, {"session_id": "s-1", "other": 1})
-    named, anonymous, mapping = lines(log)
+    _trip(breaker, {"name": "researcher", "model": "m"})  # a name is not an id
+    named, anonymous, mapping, only_named = lines(log)
     assert named["agent"] == "sess-42"
     assert "agent" not in anonymous and anonymous["agentKeys"] == ["model", "tools"]
     assert mapping["agent"] == "s-1"
+    assert "agent" not in only_named and only_named["agentKeys"] == ["name", "model"]
 
 
 @pytest.mark.parametrize("bad", ["/nonexistent-dir/x/incidents.jsonl", "{tmp}"])

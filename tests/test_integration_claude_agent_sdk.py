@@ -134,7 +134,7 @@ def check_loop(fake: FakeAnthropic, ran: Path) -> None:
     assert [r.is_error for r in results] == [False] * 6 + [True] * 3
     for refusal in results[6:]:
         assert refusal.text.startswith(PREFIX + DENIED)
-        assert "already run 6 times (limit 6 identical calls)" in refusal.text
+        assert "as often as allowed (runs: 6, limit: 6)" in refusal.text
     assert not fake.errors
 
 

@@ -289,6 +289,17 @@ def test_unreadable_record_fails_open_and_spares_the_connection(caplog: Any) -> 
     breaker.close()
 
 
+def test_agents_lists_an_unreadable_record_as_none() -> None:
+    url = fresh_url()
+    store = store_from_url(url)
+    CircuitBreaker(Config(), state=store).check("fine", "t", {})
+    _client(url).set(f"{_prefix(url)}broken".encode(), b'{"v":1,"calls":"x"')
+    listed = dict(store.agents())  # one corrupt record hides no other agent
+    assert listed["broken"] is None and listed["fine"] is not None
+    assert listed["fine"].calls == 1
+    store.close()
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_same_decisions_as_memory_and_sqlite(seed: int, tmp_path: Path) -> None:
     """Random runs (small windows, few distinct calls, resets) give the same decision,

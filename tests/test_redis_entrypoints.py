@@ -100,7 +100,7 @@ def test_hook_processes_share_state_through_redis(tmp_path: Path) -> None:
     assert all(out.returncode == 0 for out in outs)
     assert [denial(out.stdout) is None for out in outs] == [True] * 6 + [False]
     reason = denial(outs[-1].stdout)
-    assert reason is not None and "NOT run" in reason and "6 times" in reason
+    assert reason is not None and "NOT run" in reason and "(runs: 6, limit: 6)" in reason
     # The state is in Redis, keyed by the session id (not in the default SQLite file).
     keys = {agent for agent, _ in store_from_url(url).agents()}
     assert keys == {"sess-1"}

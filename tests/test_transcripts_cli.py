@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +240,173 @@ def test_console_script_runs_the_command(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["total"]["runs"] == 0
+
+
+def claude_code_session(path: Path, calls: list[tuple[str, dict[str, Any]]]) -> Path:
+    """A Claude Code session file: one assistant entry per (tool, input), in order."""
+    lines = []
+    for i, (tool, tool_input) in enumerate(calls):
+        block = {"type": "tool_use", "id": f"t{i}", "name": tool, "input": tool_input}
+        body = {"type": "assistant", "sessionId": path.stem, "uuid": f"u{i}"}
+        body["message"] = {"role": "assistant", "content": [block]}
+        lines.append(json.dumps(body))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("command", ["analyze", "replay", "calibrate"])
+def test_a_missing_path_fails_before_any_work(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    real = claude_code_session(tmp_path / "real.jsonl", [("Bash", {"command": "ls"})])
+    missing = tmp_path / "no-such-dir"
+    code, out, err = run(capsys, command, str(real), str(missing))
+    assert code == 2 and out == ""
+    assert err.strip() == f"dsh-circuit-breaker: {missing}: no such file or directory"
+
+
+@pytest.mark.parametrize("where", ["missing-dir/page.html", "."])
+def test_replay_html_to_an_unwritable_path_fails_before_the_work(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, where: str
+) -> None:
+    session = claude_code_session(tmp_path / "s.jsonl", [("Bash", {"command": "ls"})])
+    target = tmp_path / where
+    code, out, err = run(capsys, "replay", str(session), "--html", str(target))
+    assert code == 2 and out == ""  # not a row of the replay was printed
+    assert err.startswith(f"dsh-circuit-breaker: cannot write --html {target}: ")
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["analyze", "calibrate"])
+def test_html_on_another_command_says_it_belongs_to_replay(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, str(tmp_path), "--html", str(tmp_path / "page.html")])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: dsh-circuit-breaker {command} ")
+    assert "--html belongs to replay: dsh-circuit-breaker replay PATH... --html OUT" in err
+
+
+def test_unknown_option_shows_the_commands_own_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["replay", ".", "--bogus"])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: dsh-circuit-breaker replay ")
+    assert "unrecognized arguments: --bogus" in err
+
+
+def test_html_page_title_order_and_folded_quiet_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    ls = ("Bash", {"command": "ls"})
+    claude_code_session(folder / "a-few.jsonl", [ls] * 7)  # 1 denied
+    claude_code_session(folder / "b-many.jsonl", [ls] * 12)  # 6 denied
+    claude_code_session(
+        folder / "c-quiet.jsonl", [("Bash", {"command": f"echo {i}"}) for i in range(3)]
+    )
+    out_file = tmp_path / "page.html"
+    code, _, err = run(capsys, "replay", str(folder), "--html", str(out_file))
+    assert code == 0, err
+    page = out_file.read_text()
+    assert "<title>Circuit breaker replay: sessions</title>" in page
+    table = page[page.index("<h2>Runs with a denial, most calls denied first</h2>") :]
+    table = table[: table.index("</table>")]
+    assert table.index("b-many.jsonl") < table.index("a-few.jsonl")
+    assert "c-quiet" not in table
+    assert page.index("<h2>b-many.jsonl") < page.index("<h2>a-few.jsonl")  # timelines too
+    folded = page[page.index("<details><summary>1 run with nothing denied</summary>") :]
+    assert folded.index("<h2>c-quiet.jsonl") < folded.index("</details>")
+    assert "3 calls, 3 distinct; nothing denied" in folded
+    assert "1 call denied" in page and "6 calls denied" in page
+    assert "1 calls" not in page
+
+
+def test_summary_plurals(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    session = claude_code_session(tmp_path / "one.jsonl", [("Bash", {"command": "ls"})] * 2)
+    code, out, _ = run(
+        capsys, "replay", str(session), "--set", "duplicateLimit=1", "--set", "window=1"
+    )
+    assert code == 0
+    assert "1 run, 2 tool calls." in out
+    assert "1 run would have had a call denied; 1 call denied (1 duplicate), saving 1 call" in out
+    (tmp_path / "bad.jsonl").write_text("{oops\n")
+    code, out, _ = run(capsys, "analyze", str(tmp_path))
+    assert "1 unreadable line or file skipped" in out
+
+
+def test_claude_code_transcripts_replay_with_the_hooks_exempt_list(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    todo = ("TodoWrite", {"todos": [{"content": "same", "status": "pending"}]})
+    session = claude_code_session(tmp_path / "todo.jsonl", [todo] * 10)
+    # The installed hook exempts TodoWrite (harnesses.claude_code.EXEMPT), so its replay does too.
+    [row] = run_json(capsys, "replay", str(session))["runs"]
+    assert (row["calls"], row["denied"]) == (10, 0)
+    # A config's own exempt list replaces the harness's, in a replay as in the hook.
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"exempt": ["Read"]}))
+    [row] = run_json(capsys, "replay", str(session), "--config", str(config))["runs"]
+    assert row["denied"] == 4
+    [row] = run_json(capsys, "replay", str(session), "--set", "exempt=[]")["runs"]
+    assert row["denied"] == 4
+    # calibrate replays with the same list
+    report = run_json(capsys, "calibrate", str(session), "--limits", "3", "--windows", "50")
+    assert report["current"]["denied"] == 0
+    assert all(entry["denied"] == 0 for entry in report["grid"])
+
+
+def test_replay_never_writes_the_configs_incident_log(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    session = claude_code_session(tmp_path / "s.jsonl", [("Bash", {"command": "ls"})] * 8)
+    log = tmp_path / "incidents.jsonl"
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"incidentLog": str(log)}))  # the hook's own config file
+    [row] = run_json(capsys, "replay", str(session), "--config", str(config))["runs"]
+    assert row["denied"] == 2
+    assert not log.exists()  # a past run is not a new incident
+
+
+def _sessions(folder: Path, n: int) -> Path:
+    folder.mkdir()
+    for i in range(n):
+        claude_code_session(folder / f"s{i}.jsonl", [("Bash", {"command": "ls"})] * 3)
+    return folder
+
+
+def test_calibrate_counts_runs_on_a_terminal_and_stays_quiet_in_a_pipe(tmp_path: Path) -> None:
+    folder = _sessions(tmp_path / "sessions", 30)
+    command = [sys.executable, "-m", "dsh_circuit_breaker.cli", "calibrate", str(folder)]
+    piped = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert piped.returncode == 0 and piped.stderr == ""  # nothing when stderr is not a terminal
+    (folder / "zz-broken.jsonl").write_text("{oops\n")  # read last, after the count is shown
+
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=slave)
+        os.close(slave)
+        seen = b""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # EIO: the process closed its end
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif proc.poll() is not None:
+                break
+        assert proc.wait(timeout=30) == 0
+    finally:
+        os.close(master)
+    text = seen.decode()
+    assert re.search(r"\r\x1b\[Kcalibrate: \d+ runs? read", text), text
+    assert "\r\x1b[K" in text[text.rindex("calibrate: ") :]  # the count is erased at the end
+    assert "\r\x1b[Kskipped: " in text  # and before a message, so none lands inside it

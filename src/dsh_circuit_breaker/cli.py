@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "hook": ("dsh_circuit_breaker.hook", "the command hook a harness runs before each tool call"),
     "status": ("dsh_circuit_breaker.commands.status", "agents in the state store, and limits"),
+    "reset": ("dsh_circuit_breaker.commands.reset", "forget agents' state (a capped subagent)"),
     "incidents": ("dsh_circuit_breaker.commands.incidents", "the incident log, readable"),
 }
 
@@ -64,8 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name == chosen:
             module = importlib.import_module(module_name)
             module.add_arguments(command)
-            command.set_defaults(_run=module.run)
-    args = parser.parse_args(argv)
+            command.set_defaults(_run=module.run, _parser=command)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # under the command's own usage, not the top-level one
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help()
         return 2

@@ -90,16 +90,22 @@ def hook_config(config_path: str | None = None, harness: Any = None) -> tuple[Co
     state directory, since a supervisor has no other way to see a tripped hook agent. A
     config file's own `exempt`, `ignoreArgs` or `incidentLog` replaces these.
     """
-    from .config import DEFAULT_EXEMPT, DEFAULT_IGNORE_ARGS
     from .paths import default_incident_log
 
-    base = Config(
-        exempt=DEFAULT_EXEMPT + getattr(harness, "EXEMPT", ()),
-        ignore_args=DEFAULT_IGNORE_ARGS + getattr(harness, "ANNOTATION_ARGS", ()),
-        incident_log=default_incident_log(),
-    )
+    base = harness_defaults(harness).replace(incident_log=default_incident_log())
     loaded = load(config_path, base=base)
     return loaded.config, loaded.state
+
+
+def harness_defaults(harness: Any = None) -> Config:
+    """SPEC's defaults plus a harness's own exempt spellings and annotation arguments
+    (`harness`: a module of `harnesses`, or None for SPEC's defaults alone)."""
+    from .config import DEFAULT_EXEMPT, DEFAULT_IGNORE_ARGS
+
+    return Config(
+        exempt=DEFAULT_EXEMPT + getattr(harness, "EXEMPT", ()),
+        ignore_args=DEFAULT_IGNORE_ARGS + getattr(harness, "ANNOTATION_ARGS", ()),
+    )
 
 
 def state_url(explicit: str | None, from_file: str | None) -> str:

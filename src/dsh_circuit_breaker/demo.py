@@ -8,6 +8,7 @@ import tempfile
 
 from .breaker import CircuitBreaker
 from .config import Config
+from .display import plural
 
 PROBE_CALLS = 10
 
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"\nWhat the model receives instead of the tool's output:\n  {denial}")
         with open(log_path, encoding="utf-8") as log:
             lines = log.read().splitlines()
-        print(f"\nIncident log ({len(lines)} line):")
+        print(f"\nIncident log ({plural(len(lines), 'line')}):")
         for line in lines:
             print(f"  {line}")
     return 0

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-ID_FIELDS = ("id", "agent_id", "agentId", "session_id", "sessionId", "uuid", "thread_id", "name")
+# Not `name`: two subagents can share one, and a supervisor cannot interrupt an agent by it.
+ID_FIELDS = ("id", "agent_id", "agentId", "session_id", "sessionId", "uuid", "thread_id")
 
 
 def agent_id(agent: Any) -> str | None:

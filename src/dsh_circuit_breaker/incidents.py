@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import time
 
 from ._log import warn
+from .display import utc
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def incident_line(kind: str, tool: str, count: int, limit: int, who: dict[str, Any]) -> bytes:
     record: dict[str, Any] = {
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "time": utc(),
         "kind": kind,
         "tool": tool,
         "count": count,

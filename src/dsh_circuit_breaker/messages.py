@@ -1,18 +1,22 @@
-"""The text a model receives in place of a denied call's result."""
+"""The text a model receives in place of a denied call's result.
+
+Each number stands after a label (`runs: 1`), never before a noun, so that the text reads
+right for any count and limit (no "1 times", no "1 calls").
+"""
 
 from __future__ import annotations
 
 DEFAULT_MESSAGES = {
     "duplicate": (
         "Circuit breaker: this {tool} call was NOT run. The identical call has already run "
-        "{count} times (limit {limit} identical calls). Repeating it will not give a "
+        "as often as allowed (runs: {count}, limit: {limit}). Repeating it will not give a "
         "different result. Change your approach, use the results you already have, "
         "or stop and tell the user what is blocking you."
     ),
     "cap": (
-        "Circuit breaker: this {tool} call was NOT run. This agent has made {count} tool "
-        "calls, the limit is {limit}, and no further tool calls will run for this agent. "
-        "Finish with what you already have, or stop and tell the user what blocked you."
+        "Circuit breaker: this {tool} call was NOT run. This agent has used up its tool "
+        "calls (made: {count}, limit: {limit}), and no further tool calls will run for this "
+        "agent. Finish with what you already have, or stop and tell the user what blocked you."
     ),
     # Only with failClosed, when a shared store cannot be reached.
     "unavailable": (

@@ -94,6 +94,15 @@ class AgentState:
     def loads(cls, data: bytes | str) -> AgentState:
         return cls.from_record(loads(data))
 
+    @classmethod
+    def readable(cls, data: bytes | str) -> AgentState | None:
+        """`loads`, or None for a record that cannot be read: a store lists it as such, so
+        that one corrupt record does not hide every other agent."""
+        try:
+            return cls.loads(data)
+        except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError, RecursionError):
+            return None
+
     def touch(self) -> None:
         self.updated = time.time()
 

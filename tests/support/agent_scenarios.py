@@ -41,7 +41,7 @@ def assert_loop_refusal(text: str) -> None:
     """The text a refused repeat of the looping search must carry: the default refusal,
     naming the six identical calls that ran and the limit."""
     assert text.startswith(DENIED)
-    assert "already run 6 times (limit 6" in text
+    assert "as often as allowed (runs: 6, limit: 6)" in text
 
 
 def edit_test_cycle(edits: int) -> list[Call]:

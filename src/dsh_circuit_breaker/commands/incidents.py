@@ -9,7 +9,10 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
+
+from ..display import plural, printable
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,21 +22,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the raw JSON lines")
 
 
-def readable(line: str) -> str:
+FIELDS = ("time", "kind", "tool", "count", "limit")
+
+
+def record_of(line: str) -> dict[str, Any] | None:
+    """The incident a log line holds, or None when the line is not one (not JSON, too
+    deeply nested, not an object, or a field of the wrong type): such lines are counted,
+    never printed, since their bytes may be anything."""
     try:
         record: Any = json.loads(line)
-    except ValueError:
-        return f"(unreadable line) {line.strip()[:200]}"
+    except (ValueError, RecursionError):
+        return None
     if not isinstance(record, dict):
-        return f"(unreadable line) {line.strip()[:200]}"
+        return None
+    for name in ("time", "kind", "tool"):
+        if not isinstance(record.get(name, ""), str):
+            return None
+    for name in ("count", "limit"):
+        value = record.get(name, 0)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return None
+    agent, keys = record.get("agent"), record.get("agentKeys")
+    if agent is not None and not isinstance(agent, (str, int)):
+        return None
+    if keys is not None and not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+        return None
+    return record
+
+
+def readable(record: dict[str, Any]) -> str:
+    """One line for a person; text from the log (tool and agent names come from the
+    harness) has its control characters escaped."""
     who = record.get("agent")
     if who is None and "agentKeys" in record:
-        who = "object with fields " + ",".join(map(str, record["agentKeys"]))
-    return (
-        f"{record.get('time', '?')}  {record.get('kind', '?'):<9}  "
-        f"{record.get('tool', '?')}  {record.get('count', '?')}/{record.get('limit', '?')}  "
-        f"agent {who}"
+        who = "object with fields " + ",".join(record["agentKeys"])
+    text = (
+        f"{record.get('time', '?')}  {record.get('kind', '?'):<9}  {record.get('tool', '?')}  "
+        f"{record.get('count', '?')}/{record.get('limit', '?')}  agent {who}"
     )
+    return printable(text)
+
+
+def raw(record: dict[str, Any]) -> str:
+    """The line as JSON again: identical to what the breaker wrote, and never a control
+    character, whatever else was in the file."""
+    return json.dumps(record, separators=(",", ":"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,13 +85,20 @@ def run(args: argparse.Namespace) -> int:
             return 1
         path = config.incident_log
     path = os.path.expanduser(path)
-    show = (lambda line: line.rstrip("\n")) if args.json else readable
+    show = raw if args.json else readable
     offset = 0
     if os.path.exists(path):
+        skipped = 0
         with open(path, encoding="utf-8", errors="replace") as log:
             for line in log:
-                print(show(line))
+                record = record_of(line)
+                if record is None:
+                    skipped += 1
+                else:
+                    print(show(record))
             offset = log.tell()
+        if skipped:
+            print(f"{plural(skipped, 'unreadable line')} skipped in {path}", file=sys.stderr)
     elif not args.follow:
         print(f"no incidents yet ({path} does not exist)")
         return 0
@@ -69,8 +109,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _follow(path: str, offset: int, show: Any) -> None:
+def _follow(path: str, offset: int, show: Callable[[dict[str, Any]], str]) -> None:
     partial = ""
+    skipped = 0
     while True:
         try:
             size = os.path.getsize(path)
@@ -86,7 +127,13 @@ def _follow(path: str, offset: int, show: Any) -> None:
             lines = (partial + chunk).split("\n")
             partial = lines.pop()  # a line still being written waits for its newline
             for line in lines:
-                if line:
-                    print(show(line))
+                if not line:
+                    continue
+                record = record_of(line)
+                if record is None:
+                    skipped += 1
+                    print(f"{plural(skipped, 'unreadable line')} skipped so far", file=sys.stderr)
+                else:
+                    print(show(record))
             sys.stdout.flush()
         time.sleep(0.25)

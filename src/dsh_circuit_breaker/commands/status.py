@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+import sys
 from typing import Any
 
 from ..config import Config
+from ..display import plural, printable, utc
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,15 +44,19 @@ def describe(agent: str, state: Any, config: Config) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from ..config import ConfigError
-    from ..config_file import hook_config, state_url
-    from ..stores import StoreUnavailable, store_from_url
+    from ..stores import StoreUnavailable
+    from ._state import open_state
 
+    rows: list[dict[str, Any]] = []
+    unreadable = 0
     try:
-        config, file_state = hook_config(args.config)
-        url = state_url(args.state, file_state)
-        store = store_from_url(url, config)
+        config, url, store = open_state(args.config, args.state)
         try:
-            rows = [describe(agent, state, config) for agent, state in store.agents()]
+            for agent, state in store.agents():
+                if state is None:
+                    unreadable += 1
+                else:
+                    rows.append(describe(agent, state, config))
         finally:
             store.close()
     except (ConfigError, StoreUnavailable) as exc:
@@ -59,21 +64,29 @@ def run(args: argparse.Namespace) -> int:
         return 1
     rows.sort(key=lambda r: r["updated"], reverse=True)
     shown = rows[: max(args.limit, 0)]
+    skipped = (
+        f"{plural(unreadable, 'unreadable agent record')} skipped "
+        "(`dsh-circuit-breaker reset AGENT` clears one)"
+    )
     if args.json:
         for row in shown:
             print(json.dumps(row))
+        if unreadable:
+            print(skipped, file=sys.stderr)
         return 0
-    print(f"state: {url}  ({len(rows)} agent{'s' if len(rows) != 1 else ''})")
+    print(f"state: {url}  ({plural(len(rows), 'agent')})")
+    if unreadable:
+        print(skipped)
     if not rows:
         return 0
-    width = min(max(5, *(len(r["agent"]) for r in shown)), 60)
+    width = min(max(5, *(len(printable(r["agent"])) for r in shown)), 60)
     print(f"{'AGENT':<{width}}  {'CALLS':>11}  {'TOP REPEAT':>10}  {'TRIPPED':<15}  LAST CALL")
     for row in shown:
         calls = f"{row['calls']}/{row['cap']}" if row["cap"] else str(row["calls"])
         repeat = f"{row['topRepeat']}/{row['duplicateLimit']}"
         tripped = ",".join(row["tripped"]) or "-"
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["updated"]))
-        print(f"{_fit(row['agent'], width)}  {calls:>11}  {repeat:>10}  {tripped:<15}  {when}")
+        agent = _fit(printable(row["agent"]), width)
+        print(f"{agent:<{width}}  {calls:>11}  {repeat:>10}  {tripped:<15}  {utc(row['updated'])}")
     if len(rows) > len(shown):
         print(f"... {len(rows) - len(shown)} more (use --limit)")
     return 0

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..display import plural
 from ..harnesses._settings import write_text
 from . import NPM_NAME, PLUGIN_ID, plugin_path, skill_path
 from .dump import Expression, file_of, find_entries
@@ -479,7 +480,8 @@ def _doctor(args: argparse.Namespace, report: _Report) -> None:
         report(False, f"dsh --profile {profile.name} --dump-config failed:\n{dump.stderr}")
         return
     entries = find_entries(dump.stdout)
-    report(len(entries) == 1, f"effective config has {len(entries)} circuit-breaker entry")
+    found = plural(len(entries), "circuit-breaker entry", "circuit-breaker entries")
+    report(len(entries) == 1, f"effective config has {found}")
     for entry in entries:
         disabled = entry.get("disabled")
         if isinstance(disabled, Expression):

@@ -143,9 +143,10 @@ class RedisStore:
 
         self._with_connection(run)
 
-    def agents(self) -> Iterator[tuple[str, AgentState]]:
+    def agents(self) -> Iterator[tuple[str, AgentState | None]]:
         """Every live agent under this store's prefix: a SCAN, for tools, not hot paths.
-        Each page (SCAN, then MGET of its keys) has a budget of its own."""
+        Each page (SCAN, then MGET of its keys) has a budget of its own. None for a record
+        that cannot be read."""
         pattern = _glob_escape(self._prefix) + b"*"
         cursor: Any = b"0"
         while True:
@@ -165,7 +166,7 @@ class RedisStore:
             for key, raw in zip(keys, values, strict=True):
                 if raw is not None:  # expired or reset between SCAN and MGET
                     agent = key[len(self._prefix) :].decode("utf-8", "surrogateescape")
-                    yield agent, AgentState.loads(raw)
+                    yield agent, AgentState.readable(raw)
             if cursor in (b"0", 0, "0"):
                 return
 

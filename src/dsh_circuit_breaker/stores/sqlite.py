@@ -127,8 +127,8 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"sqlite {self.path}: {exc}") from exc
 
-    def agents(self) -> Iterator[tuple[str, AgentState]]:
-        """Live (not expired) agents, most recently active first."""
+    def agents(self) -> Iterator[tuple[str, AgentState | None]]:
+        """Live (not expired) agents, most recently active first; None for a corrupt row."""
         query = "SELECT agent, state FROM agents WHERE updated >= ? ORDER BY updated DESC"
         try:
             with self._lock:
@@ -136,7 +136,7 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"sqlite {self.path}: {exc}") from exc
         for agent, data in rows:
-            yield agent, AgentState.loads(data)
+            yield agent, AgentState.readable(data)
 
     def close(self) -> None:
         with self._lock:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from hashlib import blake2b
 from typing import Any
@@ -219,16 +219,21 @@ class AgentRun:
 
 def runs_of(
     transcripts: Iterable[Transcript],
-    configs: list[Config],
+    configs: Sequence[Config] | Callable[[str], Sequence[Config]],
     stats_config: Config | None = None,
     show_args: bool = False,
     keep_timeline: bool = False,
 ) -> Iterator[AgentRun]:
     """Every agent of every transcript, with one `Denials` track per config in `configs`
-    (none: analyze only). Memory is bounded by one transcript's distinct calls."""
-    ignore = frozenset((stats_config or (configs[0] if configs else Config())).ignore_args)
+    (none: analyze only), or per config `configs(format)` gives for the transcript's format
+    (each harness's installed breaker has its own exempt list). Memory is bounded by one
+    transcript's distinct calls."""
+    if stats_config is None and not callable(configs) and configs:
+        stats_config = configs[0]
+    ignore = frozenset((stats_config or Config()).ignore_args)
     for transcript in transcripts:
-        breakers = [CircuitBreaker(config) for config in configs]
+        configs_here = configs(transcript.format) if callable(configs) else configs
+        breakers = [CircuitBreaker(config) for config in configs_here]
         agents: dict[str, AgentRun] = {}
         try:
             for call in transcript.calls():
@@ -239,7 +244,7 @@ def runs_of(
                         call.agent,
                         show_args,
                         keep_timeline,
-                        tracks=[Denials() for _ in configs],
+                        tracks=[Denials() for _ in configs_here],
                     )
                 decisions = [b.check(call.agent, call.tool, call.arguments) for b in breakers]
                 run.add(call, stats_key(call, ignore), decisions)
@@ -252,7 +257,7 @@ def runs_of(
                 transcript.label,
                 show_args,
                 keep_timeline,
-                tracks=[Denials() for _ in configs],
+                tracks=[Denials() for _ in configs_here],
             )
         for run in agents.values():
             run.finish()

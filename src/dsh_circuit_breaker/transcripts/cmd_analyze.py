@@ -6,14 +6,24 @@ import argparse
 import sys
 from typing import Any
 
+from ..display import plural
 from .analysis import AgentRun, runs_of
 from .model import Problems
-from .options import add_input_arguments, count, pipe_safe, seconds, transcripts
+from .options import (
+    add_input_arguments,
+    inputs_or_exit,
+    pipe_safe,
+    refuse_option,
+    seconds,
+    skipped,
+    transcripts,
+)
 from .output import JsonReport, Table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser)
+    refuse_option(parser, "--html", "replay")
 
 
 class Totals:
@@ -68,6 +78,8 @@ COLUMNS = [
 
 @pipe_safe
 def run(args: argparse.Namespace) -> int:
+    if not inputs_or_exit(args):
+        return 2
     out = sys.stdout
     problems = Problems(stream=sys.stderr)
     totals = Totals()
@@ -84,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         t = totals.to_json()
         print(
-            f"\n{count(t['runs'], 'run')}, {count(t['calls'], 'tool call')} "
+            f"\n{plural(t['runs'], 'run')}, {plural(t['calls'], 'tool call')} "
             f"({t['distinct']} distinct per run, summed), "
             f"{t['failed']} failed, total time {seconds(t['duration_s'])}"
         )
@@ -95,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
             s = totals.streak
             print(f"longest back-to-back run: {s['length']}x {s['call']} in {s['run']}")
         if problems.count:
-            print(f"{problems.count} unreadable lines or files skipped (listed on stderr)")
+            print(f"{skipped(problems.count)} (listed on stderr)")
     return 0
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Config, ConfigError
+from ..display import plural
 from .analysis import AgentRun, runs_of
 from .model import Problems
 from .options import (
@@ -23,12 +24,15 @@ from .options import (
     add_input_arguments,
     config_or_exit,
     config_summary,
-    count,
+    inputs_or_exit,
     pipe_safe,
+    refuse_option,
     seconds,
+    skipped,
     transcripts,
 )
 from .output import JsonReport, Table
+from .progress import Progress
 
 LISTED = 200  # runs named per config in --json (false positives, loops)
 
@@ -68,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runs", action="store_true", help="with --json: also list every run's figures"
     )
+    refuse_option(parser, "--html", "replay")
 
 
 @dataclass
@@ -203,25 +208,39 @@ COLUMNS = [
 
 @pipe_safe
 def run(args: argparse.Namespace) -> int:
-    current = config_or_exit(args)
-    if current is None:
+    configs = config_or_exit(args)
+    if configs is None or not inputs_or_exit(args):
         return 2
-    configs = grid(current, args.limits, args.windows)
-    problems = Problems(stream=sys.stderr)
-    outcomes = [Outcome(config) for config in configs]
+    current = configs.default
+    grids: dict[str, list[Config]] = {}
+
+    def grid_for(fmt: str) -> list[Config]:
+        # The same grid for every format; only the exempt list its harness starts from differs.
+        found = grids.get(fmt)
+        if found is None:
+            found = grids[fmt] = grid(configs.of(fmt), args.limits, args.windows)
+        return found
+
+    progress = Progress("calibrate", sys.stderr)
+    problems = Problems(stream=progress)
+    outcomes = [Outcome(config) for config in grid(current, args.limits, args.windows)]
     report = (
         JsonReport(sys.stdout, "calibrate", {"loop_streak": args.loop_streak})
         if args.json
         else None
     )
-    for agent_run in runs_of(transcripts(args, problems), configs, stats_config=current):
-        loop = agent_run.loop(args.loop_streak)
-        for index, outcome in enumerate(outcomes):
-            outcome.add(agent_run, index, loop)
-        if report is not None and args.runs:
-            row = agent_run.to_json()
-            row["denied"] = [track.denied for track in agent_run.tracks]
-            report.run(row)
+    try:
+        for agent_run in runs_of(transcripts(args, problems), grid_for, stats_config=current):
+            progress.tick()
+            loop = agent_run.loop(args.loop_streak)
+            for index, outcome in enumerate(outcomes):
+                outcome.add(agent_run, index, loop)
+            if report is not None and args.runs:
+                row = agent_run.to_json()
+                row["denied"] = [track.denied for track in agent_run.tracks]
+                report.run(row)
+    finally:
+        progress.done()
     if report is not None:
         report.close(
             {
@@ -238,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
 def _print(outcomes: list[Outcome], streak: int, problems: Problems) -> None:
     head = outcomes[0]
     print(
-        f"{count(head.runs, 'run')}; {head.loops} with a loop "
+        f"{plural(head.runs, 'run')}; {head.loops} with a loop "
         f"(one identical call {streak}+ times back to back). "
         "First row: the current config.\n"
     )
@@ -282,4 +301,4 @@ def _print(outcomes: list[Outcome], streak: int, problems: Problems) -> None:
                 f"{str(c.reset_on_new_call).lower():<5}: " + ", ".join(parts)
             )
     if problems.count:
-        print(f"\n{problems.count} unreadable lines or files skipped (listed on stderr)")
+        print(f"\n{skipped(problems.count)} (listed on stderr)")

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 from ..config import Config
+from ..display import plural
 from .analysis import AgentRun, runs_of
 from .html import RunPicture, page
 from .model import Problems
@@ -19,10 +20,11 @@ from .options import (
     add_input_arguments,
     config_or_exit,
     config_summary,
-    count,
+    inputs_or_exit,
     iso,
     pipe_safe,
     seconds,
+    skipped,
     transcripts,
 )
 from .output import JsonReport, Table
@@ -96,9 +98,10 @@ COLUMNS = [
 
 @pipe_safe
 def run(args: argparse.Namespace) -> int:
-    config = config_or_exit(args)
-    if config is None:
+    configs = config_or_exit(args)
+    if configs is None or not inputs_or_exit(args) or (args.html and not _writable(args.html)):
         return 2
+    config = configs.default
     out = sys.stdout
     problems = Problems(stream=sys.stderr)
     totals = ReplayTotals()
@@ -106,7 +109,11 @@ def run(args: argparse.Namespace) -> int:
     table = None if report else Table(out, COLUMNS)
     html = _HtmlCollector(config) if args.html else None
     runs = runs_of(
-        transcripts(args, problems), [config], show_args=args.show_args, keep_timeline=bool(html)
+        transcripts(args, problems),
+        lambda fmt: [configs.of(fmt)],
+        stats_config=config,
+        show_args=args.show_args,
+        keep_timeline=bool(html),
     )
     for agent_run in runs:
         row = replay_row(agent_run)
@@ -118,23 +125,37 @@ def run(args: argparse.Namespace) -> int:
         elif table is not None:
             table.row(_cells(row))
     summary = totals.to_json()
-    if html is not None:
-        html.write(args.html, args.paths, summary, problems)
+    written = html is None or html.write(args.html, args.paths, summary)
     if report is not None:
         report.close({"total": summary, "problems": problems.to_json()})
     else:
         print(
-            f"\n{count(summary['runs'], 'run')}, {count(summary['calls'], 'tool call')}. With "
-            f"{_config_text(config)}: {count(summary['runs_with_denial'], 'run')} "
-            f"would have had a call denied; {summary['denied']} calls denied "
+            f"\n{plural(summary['runs'], 'run')}, {plural(summary['calls'], 'tool call')}. With "
+            f"{_config_text(config)}: {plural(summary['runs_with_denial'], 'run')} "
+            f"would have had a call denied; {plural(summary['denied'], 'call')} denied "
             f"({_kinds(summary['denied_by_kind'])}), "
-            f"saving {summary['calls_saved']} calls{_time_text(summary['time_saved_s'])}."
+            f"saving {plural(summary['calls_saved'], 'call')}"
+            f"{_time_text(summary['time_saved_s'])}."
         )
         if problems.count:
-            print(f"{problems.count} unreadable lines or files skipped (listed on stderr)")
-        if args.html:
+            print(f"{skipped(problems.count)} (listed on stderr)")
+        if args.html and written:
             print(f"page written to {args.html}")
-    return 0
+    return 0 if written else 1
+
+
+def _writable(path: str) -> bool:
+    """Whether the page can be written, asked before the work rather than after it."""
+    try:
+        with open(path, "a", encoding="utf-8"):
+            return True
+    except OSError as exc:
+        _cannot_write(path, exc)
+        return False
+
+
+def _cannot_write(path: str, exc: OSError) -> None:
+    print(f"dsh-circuit-breaker: cannot write --html {path}: {exc.strerror}", file=sys.stderr)
 
 
 def _cells(row: dict[str, Any]) -> list[str]:
@@ -207,13 +228,10 @@ class _HtmlCollector:
             tools=dict(tools),
         )
 
-    def write(
-        self, path: str, inputs: list[str], totals: dict[str, Any], problems: Problems
-    ) -> None:
+    def write(self, path: str, inputs: list[str], totals: dict[str, Any]) -> bool:
         names = ", ".join(os.path.basename(os.path.normpath(p)) or p for p in inputs)
-        title = f"Circuit breaker replay: {names}"
         text = page(
-            title,
+            f"Circuit breaker replay: {names}",
             config_summary(self.config),
             totals,
             self.rows,
@@ -221,5 +239,12 @@ class _HtmlCollector:
             self.hits + self.quiet,
             self.pictures_left_out,
         )
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:  # checked before the work; it can still change meanwhile
+            print(
+                f"dsh-circuit-breaker: cannot write --html {path}: {exc.strerror}", file=sys.stderr
+            )
+            return False
+        return True

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from .options import count, seconds
+from ..display import plural
+from .options import seconds
 
 PALETTE = (
     "#4e79a7",
@@ -184,51 +185,74 @@ def page(
     pictures: list[RunPicture],
     pictures_left_out: int,
 ) -> str:
+    """The whole page: the totals, the runs with a denial (most calls denied first) with
+    their timelines, then the runs without one, folded away, and a table of every run."""
     cfg = ", ".join(f"{k}={_value(v)}" for k, v in config.items())
     denied_runs = totals.get("runs_with_denial", 0)
     head = (
         f"<h1>{escape(title)}</h1>"
-        f'<p class="sub">{count(totals["runs"], "run")}, {count(totals["calls"], "tool call")}; '
-        f"{count(denied_runs, 'run')} would have had a call denied, "
-        f"{count(totals['denied'], 'call')} denied in all"
+        f'<p class="sub">{plural(totals["runs"], "run")}, '
+        f"{plural(totals['calls'], 'tool call')}; "
+        f"{plural(denied_runs, 'run')} would have had a call denied, "
+        f"{plural(totals['denied'], 'call')} denied in all"
         f'{_saved(totals.get("time_saved_s"))}.<br><span class="cfg">{escape(cfg)}</span></p>'
     )
-    hits = [row for row in rows if row.get("first_denial")]
+    hits = sorted((row for row in rows if row.get("first_denial")), key=most_denied)
     table = []
     if hits:
-        table.append("<h2>Runs with a denial</h2>" + _table(hits))
-    sections = []
-    for pic in pictures:
-        row = pic.row
-        first = row.get("first_denial")
-        facts = f"{row['calls']} calls, {row['distinct']} distinct"
-        if row.get("duration_s") is not None:
-            facts += f", {seconds(row['duration_s'])}"
-        if first:
-            facts += (
-                f"; first denial at call #{first['call']} ({escape(first['kind'])}: "
-                f"{escape(first['which'])}), {row['denied']} calls denied"
-                f"{_saved(row.get('time_saved_s'))}"
-            )
-        else:
-            facts += "; nothing denied"
-        title = f"<h2>{escape(pic.label)}{_agent(row)}</h2>"
-        sections.append(f'{title}<p class="facts">{facts}</p>{timeline_svg(pic)}')
+        table.append("<h2>Runs with a denial, most calls denied first</h2>" + _table(hits))
+    hit_pictures = sorted((p for p in pictures if p.row.get("first_denial")), key=_row_of)
+    quiet = [_section(p) for p in pictures if not p.row.get("first_denial")]
+    sections = [_section(p) for p in hit_pictures]
+    if quiet:
+        sections.append(
+            f"<details><summary>{plural(len(quiet), 'run')} with nothing denied</summary>"
+            f"{''.join(quiet)}</details>"
+        )
     if pictures_left_out:
-        sections.append(f'<p class="note">{pictures_left_out} more runs without a picture.</p>')
+        sections.append(
+            f'<p class="note">{plural(pictures_left_out, "more run")} without a picture.</p>'
+        )
     more = (
-        f'<p class="note">{rows_left_out} more runs not listed (see --json).</p>'
+        f'<p class="note">{plural(rows_left_out, "more run")} not listed (see --json).</p>'
         if rows_left_out
         else ""
     )
     sections.append(
-        f"<details><summary>All {len(rows)} runs</summary>{_table(rows)}{more}</details>"
+        f"<details><summary>All {plural(len(rows), 'run')}</summary>{_table(rows)}{more}</details>"
     )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
         f"{head}{''.join(table)}{''.join(sections)}</body></html>\n"
     )
+
+
+def most_denied(row: dict[str, Any]) -> tuple[int, str, str]:
+    """The order of runs with a denial: most calls denied first, then by name."""
+    return -row["denied"], row["run"], str(row.get("agent", ""))
+
+
+def _row_of(pic: RunPicture) -> tuple[int, str, str]:
+    return most_denied(pic.row)
+
+
+def _section(pic: RunPicture) -> str:
+    row = pic.row
+    first = row.get("first_denial")
+    facts = f"{plural(row['calls'], 'call')}, {row['distinct']} distinct"
+    if row.get("duration_s") is not None:
+        facts += f", {seconds(row['duration_s'])}"
+    if first:
+        facts += (
+            f"; first denial at call #{first['call']} ({escape(first['kind'])}: "
+            f"{escape(first['which'])}), {plural(row['denied'], 'call')} denied"
+            f"{_saved(row.get('time_saved_s'))}"
+        )
+    else:
+        facts += "; nothing denied"
+    heading = f"<h2>{escape(pic.label)}{_agent(row)}</h2>"
+    return f'{heading}<p class="facts">{facts}</p>{timeline_svg(pic)}'
 
 
 def _table(rows: list[dict[str, Any]]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, Protocol
 
 
 @dataclass
@@ -80,11 +80,17 @@ class Problem:
         return f"{where}: {self.message}"
 
 
+class Writer(Protocol):
+    """Where problems are printed: a text stream, or a `Progress` in front of one."""
+
+    def write(self, text: str, /) -> int: ...
+
+
 class Problems:
     """Collects what was skipped. Prints each problem to `stream` as it happens (so a long
     run shows them early), keeps the first `keep` for the JSON report, and counts all."""
 
-    def __init__(self, stream: TextIO | None = sys.stderr, keep: int = 200) -> None:
+    def __init__(self, stream: Writer | None = sys.stderr, keep: int = 200) -> None:
         self.stream = stream
         self.keep = keep
         self.items: list[Problem] = []

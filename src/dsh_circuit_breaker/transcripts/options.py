@@ -11,7 +11,11 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
+from .. import harnesses
 from ..config import Config, ConfigError
+from ..config_file import harness_defaults
+from ..display import plural
+from .formats import claude_code
 from .model import Problems, Transcript
 from .readers import FORMATS, read_transcripts
 from .sources import walk
@@ -54,6 +58,19 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def refuse_option(parser: argparse.ArgumentParser, option: str, owner: str) -> None:
+    """Accept `option` only to say which command has it, rather than argparse's
+    'unrecognized arguments' under the top-level usage."""
+
+    class Refuse(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+            parser.error(
+                f"{option} belongs to {owner}: dsh-circuit-breaker {owner} PATH... {option} OUT"
+            )
+
+    parser.add_argument(option, action=Refuse, nargs="?", help=argparse.SUPPRESS)
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="breaker config file (TOML, JSON or YAML)")
     parser.add_argument(
@@ -78,34 +95,72 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-def load_config(path: str | None, overrides: list[str]) -> Config:
-    """The config a replay uses: the file (if any), then each --set in order."""
-    config = Config()
-    if path:
-        config = _load_file(path)
-    values: dict[str, Any] = {}
-    for text in overrides:
-        key, value = parse_override(text)
-        values[key] = value
+# Transcript format -> the harness (harnesses.HARNESSES) whose installed breaker a replay of it
+# stands for. Other formats are replayed with SPEC's defaults.
+HARNESS_OF_FORMAT: dict[str | None, str] = {claude_code.NAME: "claude-code"}
+
+
+def harness_base(fmt: str | None) -> Config:
+    """The config the breaker installed in the harness that writes transcripts of format
+    `fmt` starts from, before any config file (the Claude Code hook: its exempt spellings
+    such as `TodoWrite` added to SPEC's)."""
+    name = HARNESS_OF_FORMAT.get(fmt)
+    return harness_defaults(None if name is None else harnesses.load(name))
+
+
+class ReplayConfig:
+    """The config a replay uses for a transcript: its harness's base (`harness_base`), then
+    the file (if any), then each --set in order, as the installed breaker would have read
+    them. The incident log is off: a replay must not report past runs as incidents.
+
+    Every format's config is built at once, so a bad file or --set fails before any work.
+    """
+
+    def __init__(self, path: str | None, overrides: list[str]) -> None:
+        values = dict(parse_override(text) for text in overrides)
+        built: dict[str | None, Config] = {}
+        self._by_format: dict[str | None, Config] = {}
+        for fmt in (None, *FORMATS):
+            harness = HARNESS_OF_FORMAT.get(fmt)
+            if harness not in built:
+                built[harness] = _build(harness_base(fmt), path, values)
+            self._by_format[fmt] = built[harness]
+        self.default = self._by_format[None]
+
+    def of(self, fmt: str) -> Config:
+        return self._by_format.get(fmt, self.default)
+
+
+def _build(base: Config, path: str | None, values: dict[str, Any]) -> Config:
+    config = _load_file(path, base) if path else base
     if values:
         config = Config.from_mapping(values, base=config)
-    return config
+    return config.replace(incident_log=None)
 
 
-def _load_file(path: str) -> Config:
+def _load_file(path: str, base: Config) -> Config:
     # The shared loader: TOML, JSON or YAML by extension, camelCase or snake_case keys, or a
     # DSH patch row; a missing or invalid file is a ConfigError naming it.
     from ..config_file import load_config as load_shared
 
-    return load_shared(path)
+    return load_shared(path, base=base)
 
 
-def config_or_exit(args: argparse.Namespace) -> Config | None:
+def config_or_exit(args: argparse.Namespace) -> ReplayConfig | None:
     try:
-        return load_config(args.config, args.overrides)
+        return ReplayConfig(args.config, args.overrides)
     except ConfigError as exc:
         print(f"dsh-circuit-breaker: {exc}", file=sys.stderr)
         return None
+
+
+def inputs_or_exit(args: argparse.Namespace) -> bool:
+    """Whether every PATH exists: a mistyped path ends the command before any work, rather
+    than in a report of 0 runs."""
+    missing = [path for path in args.paths if not os.path.exists(path)]
+    for path in missing:
+        print(f"dsh-circuit-breaker: {path}: no such file or directory", file=sys.stderr)
+    return not missing
 
 
 def transcripts(args: argparse.Namespace, problems: Problems) -> Iterator[Transcript]:
@@ -130,9 +185,9 @@ def seconds(value: float | None) -> str:
     return f"{value / 3600:.1f}h"
 
 
-def count(n: int, word: str) -> str:
-    """`1 run`, `2 runs`: for the one-line summaries."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def skipped(n: int) -> str:
+    """The summaries' last line: what `Problems` counted."""
+    return f"{plural(n, 'unreadable line or file', 'unreadable lines or files')} skipped"
 
 
 def cut(text: str, width: int) -> str:

@@ -1,0 +1,18 @@
+"""The state store the installed hook uses, opened the way the hook opens it, for the
+commands that read or change it (`status`, `reset`)."""
+
+from __future__ import annotations
+
+from ..config import Config
+from ..stores.base import Store
+
+
+def open_state(config_path: str | None, explicit: str | None) -> tuple[Config, str, Store]:
+    """The hook's config, its state URL and the store there (`--config`, `--state`, the
+    environment and the config file resolved exactly as the hook resolves them)."""
+    from ..config_file import hook_config, state_url
+    from ..stores import store_from_url
+
+    config, file_state = hook_config(config_path)
+    url = state_url(explicit, file_state)
+    return config, url, store_from_url(url, config)
