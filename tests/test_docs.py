@@ -1,17 +1,52 @@
-"""The docs quote the denial texts literally; they must not drift from the code."""
+"""The docs run as written, and quote the denial texts literally.
+
+Every fenced block in README.md and docs/*.md (found by `doc_blocks`, so a block added
+tomorrow is covered too) is checked by its language:
+
+- `python`: run as a script; `sh`/`bash`/`shell`: run by `bash -e -o pipefail`. Both in a
+  scratch directory with a scratch HOME (see `scratch`), no network beyond 127.0.0.1.
+- `json`, `toml`, `yaml`: parsed.
+- a block marked `<!-- excerpt: examples/X.py -->` is part of that program: the program
+  exists and holds each of the block's lines (tests/test_examples.py runs it);
+- a block marked `<!-- not-run: reason -->` is shown only, for the reason given.
+
+Install lines install from a clone (`pip install .`, `pip install '.[extra]'`) while the
+package is not published, with the published form beside them, labelled as such.
+"""
 
 from __future__ import annotations
 
+import ast
+import json
+import os
 import re
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import require
+from doc_blocks import DOCS, ROOT, Block, MarkerError, all_blocks, blocks
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
+from sandbox import scratch_env
 
-ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+try:
+    import yaml
+except ImportError:  # pragma: no cover - only without the extra
+    yaml = None
+
 START = "Circuit breaker: this "
+RUN = {"python": "python", "sh": "bash", "bash": "bash", "shell": "bash"}
+PARSE = {"json", "toml", "yaml", "yml"}
+SHOWN = {"text", "console"}  # literal output, never run
+BLOCKS = all_blocks()
+TIMEOUT = 120  # seconds for one block (a doctor boots hook processes)
+# A Claude Code session as Claude Code keeps it, for the transcript commands' examples.
+SESSION = ROOT / "tests/fixtures/transcripts/claude-code/cbprobe4-hook-denials.jsonl"
+SESSION_ID = "9368cae3-05d1-4c33-9f8d-776fe30ebaa1"
 
 
 def _pattern(template: str) -> re.Pattern[str]:
@@ -27,6 +62,17 @@ def quoted_denials(path: Path) -> list[str]:
     text = re.sub(r"(?m)^\s*>\s?", "", path.read_text(encoding="utf-8"))
     text = " ".join(text.split())
     return [text[m.start() :] for m in re.finditer(re.escape(START), text)]
+
+
+def select(*, langs: set[str], marker: str | None) -> list[Block]:
+    return [b for b in BLOCKS if b.lang in langs and b.marker == marker]
+
+
+def ids(blocks: list[Block]) -> list[str]:
+    return [b.id for b in blocks]
+
+
+# -- the denial texts ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", DOCS, ids=[p.name for p in DOCS])
@@ -47,3 +93,262 @@ def test_readme_and_every_integration_doc_show_both_texts() -> None:
 def test_pattern_rejects_a_changed_text() -> None:
     changed = DEFAULT_MESSAGES["duplicate"].replace("NOT run", "not run")
     assert not PATTERNS["duplicate"].match(changed.format(tool="t", count=1, limit=2, kind="x"))
+
+
+# -- every block is accounted for -----------------------------------------------------
+
+
+def test_every_block_names_a_known_language() -> None:
+    known = set(RUN) | PARSE | SHOWN
+    unknown = [f"{b.id} ({b.lang or 'no language'})" for b in BLOCKS if b.lang not in known]
+    assert not unknown, f"blocks in a language this test cannot check: {unknown}"
+
+
+def test_markers_sit_on_blocks_they_apply_to() -> None:
+    for block in BLOCKS:
+        if block.marker == "excerpt":
+            assert block.lang == "python", f"{block.id}: only Python blocks are excerpts"
+        if block.marker is not None:
+            assert block.lang in RUN, f"{block.id}: a {block.lang} block is never run"
+        if block.marker == "not-run":
+            assert len(block.arg.split()) >= 3, f"{block.id}: say why it is not run"
+
+
+# -- running the blocks ---------------------------------------------------------------
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A working directory standing for a clone after the install (`.venv` there is the
+    environment the tests run in) and a HOME of its own (`sandbox`), holding one Claude
+    Code session under ~/.claude/projects for the transcript commands."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    project = home / ".claude" / "projects" / "-work-demo"
+    project.mkdir(parents=True)
+    shutil.copyfile(SESSION, project / f"{SESSION_ID}.jsonl")
+    work.mkdir()
+    (work / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    path = [str(Path(sys.executable).parent), str(ROOT / "tests/e2e/node_modules/.bin")]
+    path.append(os.environ.get("PATH", os.defpath))
+    return work, scratch_env(home, PATH=os.pathsep.join(path))
+
+
+def run_block(block: Block, work: Path, env: dict[str, str]) -> None:
+    if RUN[block.lang] == "python":
+        script = work / "block.py"
+        command = [sys.executable, str(script)]
+    else:
+        script = work / "block.sh"
+        command = ["bash", "-e", "-o", "pipefail", str(script)]
+    script.write_text(block.text, encoding="utf-8")
+    try:
+        done = subprocess.run(
+            command, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{block.id} did not finish in {TIMEOUT} s:\n{exc.stdout}\n{exc.stderr}")
+    assert done.returncode == 0, (
+        f"{block.id} exited {done.returncode}:\n{block.text}\n"
+        f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+    )
+
+
+PYTHON = select(langs={"python"}, marker=None)
+SHELL = select(langs=set(RUN) - {"python"}, marker=None)
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=ids(PYTHON))
+def test_python_block_runs(block: Block, scratch: tuple[Path, dict[str, str]]) -> None:
+    run_block(block, *scratch)
+
+
+@pytest.mark.parametrize("block", SHELL, ids=ids(SHELL))
+def test_shell_block_runs(block: Block, scratch: tuple[Path, dict[str, str]]) -> None:
+    run_block(block, *scratch)
+
+
+def test_the_python_runner_fails_a_broken_block(scratch: tuple[Path, dict[str, str]]) -> None:
+    broken = Block(ROOT / "README.md", 1, "python", "return 1\n")
+    with pytest.raises(AssertionError, match="exited 1"):
+        run_block(broken, *scratch)
+
+
+def test_the_shell_runner_stops_at_a_failing_command(
+    scratch: tuple[Path, dict[str, str]],
+) -> None:
+    broken = Block(ROOT / "README.md", 1, "sh", "false | cat\ntrue\n")
+    with pytest.raises(AssertionError, match="exited 1"):
+        run_block(broken, *scratch)
+
+
+# -- excerpts -------------------------------------------------------------------------
+
+EXCERPTS = select(langs={"python"}, marker="excerpt")
+
+
+def imports(tree: ast.Module) -> set[tuple[str, str]]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            found |= {(node.module or "", alias.name) for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {(alias.name, "") for alias in node.names}
+    return found
+
+
+def code_lines(text: str, tree: ast.Module) -> list[str]:
+    """The lines other than imports, without trailing comments; lines holding a
+    placeholder (`...`) are left out, since the excerpt abbreviates there."""
+    skip = {
+        n
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for n in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+    }
+    lines = text.splitlines()
+    code = (
+        re.sub(r"\s+#\s.*$", "", lines[n - 1]).strip()
+        for n in range(1, len(lines) + 1)
+        if n not in skip
+    )
+    return [line for line in code if line and not line.startswith("#") and "..." not in line]
+
+
+@pytest.mark.parametrize("block", EXCERPTS, ids=ids(EXCERPTS))
+def test_an_excerpt_is_part_of_a_program_in_examples(block: Block) -> None:
+    """What it imports, the program imports; its other lines are lines of the program."""
+    program = ROOT / block.arg
+    assert program.parent == ROOT / "examples" and program.suffix == ".py", (
+        f"{block.id}: an excerpt names a program in examples/, not {block.arg!r}"
+    )
+    assert program.is_file(), f"{block.id}: {block.arg} does not exist"
+    source = program.read_text(encoding="utf-8")
+    whole, part = ast.parse(source), ast.parse(block.text)
+    assert imports(part) <= imports(whole), f"{block.id}: imports {block.arg} lacks"
+    have = set(code_lines(source, whole))
+    missing = [line for line in code_lines(block.text, part) if line not in have]
+    assert not missing, f"{block.id}: lines not in {block.arg}: {missing}"
+
+
+# -- data blocks ----------------------------------------------------------------------
+
+DATA = select(langs=PARSE, marker=None)
+
+
+@pytest.mark.parametrize("block", DATA, ids=ids(DATA))
+def test_data_block_parses(block: Block) -> None:
+    if block.lang == "json":
+        json.loads(block.text)
+    elif block.lang == "toml":
+        pytest.importorskip("tomllib").loads(block.text)
+    else:
+        require(yaml is not None, "PyYAML (extra [yaml])")
+        yaml.safe_load(block.text)
+
+
+# -- install lines --------------------------------------------------------------------
+
+PACKAGE = "dsh-circuit-breaker"
+_CLONE = re.compile(r"^\.(?:\[(?P<extras>[\w,-]+)\])?$")
+
+
+def extras() -> set[str]:
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["name"] == PACKAGE
+    return set(project["optional-dependencies"])
+
+
+def targets(args: str) -> list[str]:
+    """What a `pip install` names: the clone (`.`, `.[x]`) or this package (by name)."""
+    words = shlex.split(args) if args.count("'") % 2 == 0 else args.split()
+    words = [w.rstrip(",;") for w in words]
+    return [w for w in words if _CLONE.match(w) or w.split("[")[0] == PACKAGE]
+
+
+def pip_installs(text: str) -> list[tuple[str, str]]:
+    """(arguments, text before) of each `pip install` in `text`."""
+    pieces = text.split("pip install")
+    found = []
+    for i in range(1, len(pieces)):
+        args = re.split(r"[`#\n]", pieces[i])[0]
+        found.append((args, "pip install".join(pieces[:i])))
+    return found
+
+
+def installs(path: Path) -> list[tuple[str, str, str, str]]:
+    """Each `pip install` in a doc: (where, kind, target, text before it), kind being
+    "command" (a line of a shell block), "comment" (after `#` there) or "prose" (an inline
+    code span). Output blocks (`text`) are quoted program output, not left out."""
+    found = []
+    text = path.read_text(encoding="utf-8")
+    for block in (b for b in BLOCKS if b.path == path and b.lang in RUN):
+        for number, line in enumerate(block.text.splitlines()):
+            code, _, comment = line.partition("#")
+            where = f"{block.id}+{number + 1}"
+            for kind, part in (("command", code), ("comment", comment)):
+                for args, before in pip_installs(part):
+                    found += [(where, kind, t, before) for t in targets(args)]
+    prose = re.sub(r"(?ms)^[ \t]*(```|~~~).*?^[ \t]*\1[ \t]*$", "", text)
+    prose = " ".join(prose.split())
+    for m in re.finditer(r"`pip install ([^`]+)`", prose):
+        before = prose[max(0, m.start() - 120) : m.start()]
+        found += [(path.name, "prose", t, before) for t in targets(m[1])]
+    return found
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[p.name for p in DOCS])
+def test_install_lines_work_from_a_clone(path: Path) -> None:
+    known = extras()
+    for where, kind, target, before in installs(path):
+        clone = _CLONE.match(target)
+        if clone:
+            named = set((clone["extras"] or "").split(",")) - {""}
+            assert named <= known, f"{where}: no such extra {sorted(named - known)}"
+        else:
+            # Not on PyPI yet: the name only appears as what to run once it is published.
+            assert kind != "command", f"{where}: {target} is not published; install '.'"
+            assert "published" in before, f"{where}: label {target} as for once published"
+
+
+def test_each_install_command_has_its_published_form_beside_it() -> None:
+    seen = 0
+    for path in DOCS:
+        by_block: dict[str, dict[str, set[str]]] = {}
+        for where, kind, target, _ in installs(path):
+            if kind == "prose":
+                continue
+            extra = target.strip(".").removeprefix(PACKAGE)
+            by_block.setdefault(where.split("+")[0], {}).setdefault(kind, set()).add(extra)
+        for block, forms in by_block.items():
+            commands, comments = forms.get("command", set()), forms.get("comment", set())
+            assert commands == comments, (
+                f"{block}: installs {sorted(commands)} from the clone but shows the published "
+                f"form of {sorted(comments)}"
+            )
+            seen += len(commands)
+    assert seen, "no install command found: the parser has lost them"
+
+
+def test_the_parser_reads_markers_and_refuses_stray_ones(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "<!-- not-run: needs a\n   real login -->\n```sh\nclaude login\n```\n\n"
+        "  ```python\n  print(1)\n  ```\n",
+        encoding="utf-8",
+    )
+    first, second = blocks(doc)
+    assert (first.marker, first.arg, first.lang, first.text) == (
+        "not-run",
+        "needs a real login",
+        "sh",
+        "claude login\n",
+    )
+    assert (second.marker, second.lang, second.text) == (None, "python", "print(1)\n")
+    for stray in (
+        "<!-- not-run: why -->\ntext\n```sh\nls\n```\n",
+        "<!-- notrun: why -->\n```sh\nls\n```\n",
+    ):
+        doc.write_text(stray, encoding="utf-8")
+        with pytest.raises(MarkerError):
+            blocks(doc)

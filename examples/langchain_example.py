@@ -1,0 +1,49 @@
+"""A LangChain agent with the circuit breaker (docs/langchain.md).
+
+The agent is asked to run one search ten times, as the DSH probe asks for one command:
+the tool runs six times, and calls 7 to 10 get the breaker's text as their error result.
+It prints each tool result the model was sent, then the model's answer.
+
+    pip install '.[langchain]' langchain-anthropic
+    ANTHROPIC_API_KEY=... python examples/langchain_example.py [--model anthropic:claude-sonnet-4-5]
+
+Any chat model `init_chat_model` knows works, with its provider package installed. The
+Anthropic client reads ANTHROPIC_BASE_URL (the tests point it at a scripted model on
+127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from langchain.agents import create_agent
+from langchain.chat_models import init_chat_model
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import tool
+
+from dsh_circuit_breaker.integrations.langchain import CircuitBreakerMiddleware
+
+PROMPT = "Search for 'cbprobe' ten times, one call at a time, then say how many searches ran."
+
+
+@tool
+def search(query: str) -> str:
+    """Search the web."""
+    return f"3 results for {query!r}"
+
+
+def main(model_name: str) -> None:
+    model = init_chat_model(model_name)
+    tools = [search]
+    agent = create_agent(model, tools, middleware=[CircuitBreakerMiddleware()])
+    state = agent.invoke({"messages": [("user", PROMPT)]})
+    for message in state["messages"]:
+        if isinstance(message, ToolMessage):
+            print(f"tool result ({message.status}):", message.content)
+    print("answer:", state["messages"][-1].text)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="anthropic:claude-sonnet-4-5")
+    main(parser.parse_args().model)

@@ -1,0 +1,44 @@
+"""A pydantic-ai agent with the circuit breaker (docs/pydantic-ai.md).
+
+The agent is asked to run one search ten times, as the DSH probe asks for one command:
+the tool runs six times, and calls 7 to 10 get the breaker's text as their failed result.
+It prints each tool result the model was sent, then the model's answer.
+
+    pip install '.[pydantic-ai]' anthropic
+    ANTHROPIC_API_KEY=... python examples/pydantic_ai_example.py [--model PROVIDER:MODEL]
+
+Any model pydantic-ai knows works, with its provider package installed. The Anthropic
+client reads ANTHROPIC_BASE_URL (the tests point it at a scripted model on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ToolReturnPart
+
+from dsh_circuit_breaker.integrations.pydantic_ai import CircuitBreakerCapability
+
+PROMPT = "Search for 'cbprobe' ten times, one call at a time, then say how many searches ran."
+
+
+def search(query: str) -> str:
+    """Search the web."""
+    return f"3 results for {query!r}"
+
+
+def main(model: str) -> None:
+    agent = Agent(model, tools=[search], capabilities=[CircuitBreakerCapability()])
+    result = agent.run_sync(PROMPT)
+    for message in result.all_messages():
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart):
+                print(f"tool result ({part.outcome}):", part.content)
+    print("answer:", result.output)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="anthropic:claude-sonnet-4-5")
+    main(parser.parse_args().model)

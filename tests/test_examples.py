@@ -1,0 +1,160 @@
+"""Every program in examples/ runs as a user would run it, against a scripted model.
+
+Each one asks its agent to run one call ten times (the DSH probe). The program talks to
+the scripted server on 127.0.0.1 through its framework's real provider client, told only
+by the provider's own base-URL variable; the test then reads, in the requests the model
+got, that calls 1 to 6 ran and calls 7 to 10 were answered with the breaker's text (with
+the error flag, where the API has one), and that the program printed the model's answer.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
+from sandbox import scratch_env
+from support.fake_anthropic import FakeAnthropic, tool_use
+from support.fake_openai import FakeOpenAI, function_call
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+ANSWER = "Six searches ran."
+TIMEOUT = 180  # seconds for one program (the Claude Agent SDK starts a CLI)
+SEARCH = ("search", {"query": "cbprobe"})
+
+
+@dataclass(frozen=True)
+class Result:
+    text: str
+    is_error: bool | None  # None: the API has no error flag
+
+
+def anthropic_results(fake: Any) -> list[Result]:
+    return [Result(r.text, r.is_error) for r in fake.tool_results()]
+
+
+def openai_results(fake: Any) -> list[Result]:
+    return [Result(r.output, None) for r in fake.function_outputs()]
+
+
+@dataclass(frozen=True)
+class Provider:
+    server: Callable[[list[Any]], Any]  # a scripted fake, from its turns
+    call: Callable[[str, dict[str, Any]], Any]  # a scripted tool call
+    results: Callable[[Any], list[Result]]  # the tool results the model was sent
+    env: Callable[[Any], dict[str, str]]  # how the program is pointed at the fake
+
+
+ANTHROPIC = Provider(
+    lambda turns: FakeAnthropic(turns),
+    tool_use,
+    anthropic_results,
+    lambda fake: {"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "sk-ant-fake"},
+)
+OPENAI = Provider(
+    lambda turns: FakeOpenAI(turns),
+    function_call,
+    openai_results,
+    lambda fake: {
+        "OPENAI_BASE_URL": fake.url,
+        "OPENAI_API_KEY": "sk-fake",
+        "OPENAI_AGENTS_DISABLE_TRACING": "1",  # traces would go to OpenAI's servers
+    },
+)
+
+
+def gemini_server(turns: list[Any]) -> Any:
+    try:
+        from support.fake_gemini import FakeGemini
+    except ImportError:  # pragma: no cover - until the scripted Gemini server is there
+        require(False, "the scripted Gemini server (tests/support/fake_gemini.py)")
+    return FakeGemini(turns)
+
+
+GEMINI = Provider(
+    gemini_server,
+    tool_use,  # every scripted server takes the same tool call block
+    anthropic_results,
+    lambda fake: {"GOOGLE_GEMINI_BASE_URL": fake.url, "GOOGLE_API_KEY": "fake-key"},
+)
+CLAUDE_CODE_ENV = {  # the CLI the Claude Agent SDK drives: nothing but the model
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+}
+
+
+@dataclass(frozen=True)
+class Example:
+    module: str  # the framework it needs
+    provider: Provider
+    calls: list[tuple[str, dict[str, Any]]]  # the ten calls the model asks for
+    output: str  # what the tool returns when it runs
+    prefix: str = ""  # what the framework puts before the breaker's text
+    env: tuple[tuple[str, str], ...] = ()
+
+
+PROBE = [("Bash", {"command": "echo cbprobe4", "description": f"step {n}"}) for n in range(10)]
+RUNS = {
+    "langchain_example.py": Example("langchain", ANTHROPIC, [SEARCH] * 10, "3 results"),
+    "openai_agents_example.py": Example("agents", OPENAI, [SEARCH] * 10, "3 results"),
+    "pydantic_ai_example.py": Example("pydantic_ai", ANTHROPIC, [SEARCH] * 10, "3 results"),
+    "strands_example.py": Example("strands", ANTHROPIC, [SEARCH] * 10, "3 results"),
+    "google_adk_example.py": Example("google.adk", GEMINI, [SEARCH] * 10, "3 results"),
+    "claude_agent_sdk_example.py": Example(
+        "claude_agent_sdk",
+        ANTHROPIC,
+        PROBE,
+        "cbprobe4",
+        prefix="PreToolUse:Bash hook error: ",
+        env=tuple(CLAUDE_CODE_ENV.items()),
+    ),
+}
+
+
+def test_every_example_is_run_here() -> None:
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(RUNS)
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_example_runs_and_its_model_reads_the_refusals(name: str, tmp_path: Path) -> None:
+    example = RUNS[name]
+    require(importlib.util.find_spec(example.module) is not None, f"{example.module} for {name}")
+    provider = example.provider
+    tool = example.calls[0][0]
+    denial = DEFAULT_MESSAGES["duplicate"].format(tool=tool, count=6, limit=6)
+    (tmp_path / "home").mkdir()
+    with provider.server([provider.call(*c) for c in example.calls] + [ANSWER]) as fake:
+        env = scratch_env(tmp_path / "home", **provider.env(fake), **dict(example.env))
+        try:
+            done = subprocess.run(
+                [sys.executable, str(EXAMPLES / name)],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(f"{name} did not finish in {TIMEOUT} s:\n{exc.stdout}\n{exc.stderr}")
+        results = provider.results(fake)
+        assert not fake.errors
+    assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stderr[-3000:]}"
+    assert len(results) == 10, [r.text[:80] for r in results]
+    ran, refused = results[:6], results[6:]
+    assert all(example.output in r.text for r in ran), [r.text for r in ran]
+    assert all(r.text == example.prefix + denial for r in refused), [r.text for r in refused]
+    if ran[0].is_error is not None:
+        assert [r.is_error for r in results] == [False] * 6 + [True] * 4
+    printed = done.stdout.splitlines()
+    assert sum(denial in line for line in printed) == 4, done.stdout
+    assert printed[-1].endswith(ANSWER), done.stdout
