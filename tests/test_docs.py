@@ -43,7 +43,7 @@ RUN = {"python": "python", "sh": "bash", "bash": "bash", "shell": "bash"}
 PARSE = {"json", "toml", "yaml", "yml"}
 SHOWN = {"text", "console"}  # literal output, never run
 BLOCKS = all_blocks()
-TIMEOUT = 120  # seconds for one block (a doctor boots hook processes)
+TIMEOUT = 50  # seconds for one block; under the suite's per-test timeout, to say which block
 # A Claude Code session as Claude Code keeps it, for the transcript commands' examples.
 SESSION = ROOT / "tests/fixtures/transcripts/claude-code/cbprobe4-hook-denials.jsonl"
 SESSION_ID = "9368cae3-05d1-4c33-9f8d-776fe30ebaa1"

@@ -28,7 +28,7 @@ from support.fake_openai import FakeOpenAI, function_call
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 ANSWER = "Six searches ran."
-TIMEOUT = 180  # seconds for one program (the Claude Agent SDK starts a CLI)
+TIMEOUT = 50  # seconds for one program; under the suite's per-test timeout, to say which
 SEARCH = ("search", {"query": "cbprobe"})
 
 
