@@ -3,8 +3,9 @@
 Every fenced block in README.md and docs/*.md (found by `doc_blocks`, so a block added
 tomorrow is covered too) is checked by its language:
 
-- `python`: run as a script; `sh`/`bash`/`shell`: run by `bash -e -o pipefail`. Both in a
-  scratch directory with a scratch HOME (see `scratch`), no network beyond 127.0.0.1.
+- `python`: run as a script; `sh`/`bash`/`shell`: a page's blocks run in order in one
+  `bash -e -o pipefail`, as a reader types them. Both in a scratch directory with a scratch
+  HOME (see `scratch`), no network beyond 127.0.0.1.
 - `json`, `toml`, `yaml`: parsed.
 - a block marked `<!-- excerpt: examples/X.py -->` is part of that program: the program
   exists and holds each of the block's lines (tests/test_examples.py runs it);
@@ -31,7 +32,7 @@ import pytest
 from conftest import require
 from doc_blocks import DOCS, ROOT, Block, MarkerError, all_blocks, blocks
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
-from sandbox import scratch_env
+from sandbox import DEAD, scratch_env
 
 try:
     import yaml
@@ -43,7 +44,7 @@ RUN = {"python": "python", "sh": "bash", "bash": "bash", "shell": "bash"}
 PARSE = {"json", "toml", "yaml", "yml"}
 SHOWN = {"text", "console"}  # literal output, never run
 BLOCKS = all_blocks()
-TIMEOUT = 50  # seconds for one block; under the suite's per-test timeout, to say which block
+TIMEOUT = 50  # seconds for one block: under the suite's per-test timeout, to name the block
 # A Claude Code session as Claude Code keeps it, for the transcript commands' examples.
 SESSION = ROOT / "tests/fixtures/transcripts/claude-code/cbprobe4-hook-denials.jsonl"
 SESSION_ID = "9368cae3-05d1-4c33-9f8d-776fe30ebaa1"
@@ -130,55 +131,72 @@ def scratch(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     (work / ".venv").symlink_to(sys.prefix, target_is_directory=True)
     path = [str(Path(sys.executable).parent), str(ROOT / "tests/e2e/node_modules/.bin")]
     path.append(os.environ.get("PATH", os.defpath))
-    return work, scratch_env(home, PATH=os.pathsep.join(path))
+    # Offline: a package manager's registry request goes to a closed port on loopback.
+    return work, scratch_env(home, PATH=os.pathsep.join(path), npm_config_registry=DEAD + "/")
 
 
-def run_block(block: Block, work: Path, env: dict[str, str]) -> None:
-    if RUN[block.lang] == "python":
-        script = work / "block.py"
-        command = [sys.executable, str(script)]
+def budget(blocks: list[Block]) -> int:
+    return TIMEOUT * len(blocks)
+
+
+def run(blocks: list[Block], work: Path, env: dict[str, str]) -> None:
+    """Run Python blocks one by one; shell blocks one after the other in one shell, as a
+    reader types a page's commands into one terminal (an `export` or `cd` carries on)."""
+    where = blocks[0].id
+    if blocks[0].lang == "python":
+        (work / "block.py").write_text(blocks[0].text, encoding="utf-8")
+        command = [sys.executable, "block.py"]
     else:
-        script = work / "block.sh"
-        command = ["bash", "-e", "-o", "pipefail", str(script)]
-    script.write_text(block.text, encoding="utf-8")
+        steps = [f"echo '>>> {b.id}' >&2\n{b.text}" for b in blocks]
+        (work / "blocks.sh").write_text("\n".join(steps), encoding="utf-8")
+        command = ["bash", "-e", "-o", "pipefail", "blocks.sh"]
     try:
         done = subprocess.run(
-            command, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT
+            command, cwd=work, env=env, capture_output=True, text=True, timeout=budget(blocks)
         )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{block.id} did not finish in {TIMEOUT} s:\n{exc.stdout}\n{exc.stderr}")
+        pytest.fail(f"{where}... did not finish in time:\n{exc.stdout!r}\n{exc.stderr!r}")
+    if blocks[0].lang != "python":
+        where = re.findall(r"(?m)^>>> (\S+)$", done.stderr)[-1]
     assert done.returncode == 0, (
-        f"{block.id} exited {done.returncode}:\n{block.text}\n"
+        f"{where} exited {done.returncode}:\n"
         f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
     )
 
 
 PYTHON = select(langs={"python"}, marker=None)
 SHELL = select(langs=set(RUN) - {"python"}, marker=None)
+# One test per page; the suite's per-test timeout stretched to that page's budget.
+PAGES = [
+    pytest.param(page, marks=pytest.mark.timeout(budget(blocks) + 10), id=page.name)
+    for page, blocks in ((p, [b for b in SHELL if b.path == p]) for p in DOCS)
+    if blocks
+]
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=ids(PYTHON))
 def test_python_block_runs(block: Block, scratch: tuple[Path, dict[str, str]]) -> None:
-    run_block(block, *scratch)
+    run([block], *scratch)
 
 
-@pytest.mark.parametrize("block", SHELL, ids=ids(SHELL))
-def test_shell_block_runs(block: Block, scratch: tuple[Path, dict[str, str]]) -> None:
-    run_block(block, *scratch)
+@pytest.mark.parametrize("page", PAGES)
+def test_shell_blocks_run_in_order(page: Path, scratch: tuple[Path, dict[str, str]]) -> None:
+    run([b for b in SHELL if b.path == page], *scratch)
 
 
 def test_the_python_runner_fails_a_broken_block(scratch: tuple[Path, dict[str, str]]) -> None:
     broken = Block(ROOT / "README.md", 1, "python", "return 1\n")
-    with pytest.raises(AssertionError, match="exited 1"):
-        run_block(broken, *scratch)
+    with pytest.raises(AssertionError, match=re.escape("README.md:1 exited 1")):
+        run([broken], *scratch)
 
 
-def test_the_shell_runner_stops_at_a_failing_command(
+def test_the_shell_runner_names_the_block_that_failed(
     scratch: tuple[Path, dict[str, str]],
 ) -> None:
-    broken = Block(ROOT / "README.md", 1, "sh", "false | cat\ntrue\n")
-    with pytest.raises(AssertionError, match="exited 1"):
-        run_block(broken, *scratch)
+    page = ROOT / "README.md"
+    good, bad = Block(page, 1, "sh", "cd /\n"), Block(page, 5, "sh", "false | cat\ntrue\n")
+    with pytest.raises(AssertionError, match=re.escape("README.md:5 exited 1")):
+        run([good, bad, good], *scratch)
 
 
 # -- excerpts -------------------------------------------------------------------------
