@@ -144,7 +144,10 @@ def test_gemini_through_the_google_genai_client() -> None:
 def test_gemini_results_without_ids_are_keyed_by_name_and_place() -> None:
     body = {
         "contents": [
-            {"role": "user", "parts": [{"functionResponse": {"name": "s", "response": {"x": 1}}}]},
+            {
+                "role": "user",
+                "parts": [{"functionResponse": {"name": "s", "response": {"a": 1, "b": 2}}}],
+            },
             {"role": "user", "parts": [{"functionResponse": {"name": "s", "response": "ok"}}]},
         ]
     }
@@ -152,6 +155,6 @@ def test_gemini_results_without_ids_are_keyed_by_name_and_place() -> None:
         post(f"{model.url}/v1beta/models/g:generateContent", body)
         results = model.tool_results()
     assert [(r.call_id, r.text, r.is_error) for r in results] == [
-        ("s#1", '{"x": 1}', False),
+        ("s#1", '{"a": 1, "b": 2}', False),
         ("s#2", "ok", False),
     ]

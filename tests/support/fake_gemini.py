@@ -10,7 +10,8 @@ scripted as for every fake (see `scripted_server`); a tool call becomes a
 Answers `POST /v1beta/models/{model}:generateContent`, `:streamGenerateContent` (server-
 sent events with `?alt=sse`), `:countTokens`, and `GET /v1beta/models[/{model}]`. A
 `functionResponse` whose `response` holds an `error` key is the API's error result (the
-SDK documents `output` for a result and `error` for a failure): `ToolResult.is_error`.
+SDK documents `output` for a result and `error` for a failure): `ToolResult.is_error`;
+its text is that error, or the one value the result is wrapped in.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from support.scripted_server import (
     ToolResult,
     Turn,
     rough_tokens,
+    text_of,
     tool_call,
 )
 
@@ -55,10 +57,10 @@ def function_responses_of(body: dict[str, Any]) -> list[ToolResult]:
 
 
 def _response_text(response: dict[str, Any]) -> str:
-    for key in ("error", "output", "result"):
-        if key in response:
-            value = response[key]
-            return value if isinstance(value, str) else json.dumps(value)
+    """The error, or the one value a client wrapped its result in (`output`, `result`,
+    ...); a response of several keys is its JSON."""
+    if "error" in response or len(response) == 1:
+        return text_of(response.get("error", next(iter(response.values()))))
     return json.dumps(response)
 
 
