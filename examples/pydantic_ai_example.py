@@ -4,11 +4,11 @@ The agent is asked to run one search ten times, as the DSH probe asks for one co
 the tool runs six times, and calls 7 to 10 get the breaker's text as their failed result.
 It prints each tool result the model was sent, then the model's answer.
 
-    pip install '.[pydantic-ai]' anthropic
-    ANTHROPIC_API_KEY=... python examples/pydantic_ai_example.py [--model PROVIDER:MODEL]
+    pip install '.[pydantic-ai]' 'pydantic-ai-slim[google]'
+    GOOGLE_API_KEY=... python examples/pydantic_ai_example.py [--model PROVIDER:MODEL]
 
-Any model pydantic-ai knows works, with its provider package installed. The Anthropic
-client reads ANTHROPIC_BASE_URL (the tests point it at a scripted model on 127.0.0.1).
+Any model pydantic-ai knows works, with its provider package installed. The Gemini
+client reads GOOGLE_GEMINI_BASE_URL (the tests point it at a scripted model on 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -40,5 +40,5 @@ def main(model: str) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="anthropic:claude-sonnet-4-5")
+    parser.add_argument("--model", default="google:gemini-2.5-flash")
     main(parser.parse_args().model)

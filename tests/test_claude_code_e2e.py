@@ -124,7 +124,7 @@ def test_probe_six_run_then_denied(claude: Path, tmp_path: Path) -> None:
         events = run(model, "Run the cbprobe4 probe ten times.")
     assert side_lines(side) == ["cbprobe4"] * 6  # six really ran
     results = model.tool_results()
-    assert [r.tool_use_id for r in results] == [c["id"] for c in model.tool_uses()]
+    assert [r.call_id for r in results] == [c["id"] for c in model.tool_uses()]
     assert [r.is_error for r in results] == [False] * 6 + [True] * 4
     for denied in results[6:]:
         assert DENIAL_START in denied.text  # our text, as an error tool result
@@ -143,7 +143,7 @@ def test_probe_six_run_then_denied(claude: Path, tmp_path: Path) -> None:
     ]
     # The CLI counts our denials as permission denials, and the transcript holds them.
     denied_ids = {d["tool_use_id"] for d in events[-1]["permission_denials"]}
-    assert denied_ids == {r.tool_use_id for r in results[6:]}
+    assert denied_ids == {r.call_id for r in results[6:]}
     (transcript,) = run.transcripts()
     assert transcript.read_text().count(DENIAL_START) >= 4
 
@@ -193,7 +193,7 @@ def test_only_the_looping_subagent_is_denied(claude: Path, tmp_path: Path) -> No
     with FakeAnthropic([], after=respond) as model:
         events = run(model, "PARENT-TASK: delegate the loop, then check it twice.", "Bash Agent")
     uses = {u["id"]: u for u in model.tool_uses()}
-    results = {r.tool_use_id: r for r in model.tool_results()}
+    results = {r.call_id: r for r in model.tool_results()}
     sub_calls = [
         u["id"]
         for u in model.tool_uses()

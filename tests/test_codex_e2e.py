@@ -105,11 +105,11 @@ def test_probe_six_run_then_blocked(codex: Path, tmp_path: Path) -> None:
     with FakeOpenAI([*probe(side), "All ten probe steps attempted."]) as model:
         log = run(model, "Run the cbprobe4 probe ten times.")
     assert side.read_text().splitlines() == ["cbprobe4"] * 6  # six really ran
-    outputs = model.function_outputs()
-    assert [o.call_id for o in outputs] == [c["call_id"] for c in model.function_calls()]
-    assert [o.output.startswith(BLOCKED) for o in outputs] == [False] * 6 + [True] * 4
+    outputs = model.tool_results()
+    assert [o.call_id for o in outputs] == [c["id"] for c in model.tool_uses()]
+    assert [o.text.startswith(BLOCKED) for o in outputs] == [False] * 6 + [True] * 4
     for blocked in outputs[6:]:
-        assert "as often as allowed (runs: 6, limit: 6)" in blocked.output
+        assert "as often as allowed (runs: 6, limit: 6)" in blocked.text
     session = re.search(r"session id: (\S+)", log)
     assert session is not None
     (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
@@ -125,5 +125,5 @@ def test_untrusted_hooks_do_not_run(codex: Path, tmp_path: Path) -> None:
     with FakeOpenAI([*probe(side), "Done."]) as model:
         run(model, "Run the cbprobe4 probe ten times.", trust=False)
     assert side.read_text().splitlines() == ["cbprobe4"] * 10
-    assert not any(o.output.startswith(BLOCKED) for o in model.function_outputs())
+    assert not any(o.text.startswith(BLOCKED) for o in model.tool_results())
     assert not (tmp_path / "state" / "dsh-circuit-breaker" / "state.db").exists()

@@ -127,4 +127,4 @@ def test_dsh_plugin_add_installs_the_package_offline_and_the_breaker_guards(
     assert NPM_NAME not in bundles(session)
     capsys.readouterr()
     assert main(["doctor", "dsh", "--dsh-home", str(session.home)]) == 1
-    assert "FAIL  effective config has 0 circuit-breaker entry" in capsys.readouterr().out
+    assert "FAIL  effective config has 0 circuit-breaker entries" in capsys.readouterr().out

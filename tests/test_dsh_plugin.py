@@ -322,7 +322,7 @@ def test_looping_subagent_is_denied_while_its_parent_is_not(session: DshSession)
     assert child_id != run.result.session_id
     by_owner: dict[str, list[bool]] = {"child": [], "parent": []}
     for result in run.model.tool_results():
-        by_owner[owner[result.tool_use_id]].append(result.is_error)
+        by_owner[owner[result.call_id]].append(result.is_error)
     assert by_owner["child"] == [False] * 3 + [True] * 3
     assert not any(by_owner["parent"])  # its own three identical calls all ran
     assert ran(side) == 6

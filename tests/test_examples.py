@@ -23,6 +23,7 @@ from conftest import require
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
 from sandbox import scratch_env
 from support.fake_anthropic import FakeAnthropic, tool_use
+from support.fake_gemini import FakeGemini
 from support.fake_openai import FakeOpenAI, function_call
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +44,7 @@ def anthropic_results(fake: Any) -> list[Result]:
 
 
 def openai_results(fake: Any) -> list[Result]:
-    return [Result(r.output, None) for r in fake.function_outputs()]
+    return [Result(r.text, None) for r in fake.tool_results()]
 
 
 @dataclass(frozen=True)
@@ -72,16 +73,8 @@ OPENAI = Provider(
 )
 
 
-def gemini_server(turns: list[Any]) -> Any:
-    try:
-        from support.fake_gemini import FakeGemini
-    except ImportError:  # pragma: no cover - until the scripted Gemini server is there
-        require(False, "the scripted Gemini server (tests/support/fake_gemini.py)")
-    return FakeGemini(turns)
-
-
 GEMINI = Provider(
-    gemini_server,
+    lambda turns: FakeGemini(turns),
     tool_use,  # every scripted server takes the same tool call block
     anthropic_results,
     lambda fake: {"GOOGLE_GEMINI_BASE_URL": fake.url, "GOOGLE_API_KEY": "fake-key"},
@@ -107,7 +100,7 @@ PROBE = [("Bash", {"command": "echo cbprobe4", "description": f"step {n}"}) for 
 RUNS = {
     "langchain_example.py": Example("langchain", ANTHROPIC, [SEARCH] * 10, "3 results"),
     "openai_agents_example.py": Example("agents", OPENAI, [SEARCH] * 10, "3 results"),
-    "pydantic_ai_example.py": Example("pydantic_ai", ANTHROPIC, [SEARCH] * 10, "3 results"),
+    "pydantic_ai_example.py": Example("pydantic_ai", GEMINI, [SEARCH] * 10, "3 results"),
     "strands_example.py": Example("strands", ANTHROPIC, [SEARCH] * 10, "3 results"),
     "google_adk_example.py": Example("google.adk", GEMINI, [SEARCH] * 10, "3 results"),
     "claude_agent_sdk_example.py": Example(

@@ -130,7 +130,7 @@ def check_loop(fake: FakeAnthropic, ran: Path) -> None:
     assert ran.read_text().splitlines() == ["hi"] * 6  # the command really ran six times
     results = fake.tool_results()
     used = [b["id"] for b in fake.tool_uses()]
-    assert [r.tool_use_id for r in results] == used  # each call answered, by its own id
+    assert [r.call_id for r in results] == used  # each call answered, by its own id
     assert [r.is_error for r in results] == [False] * 6 + [True] * 3
     for refusal in results[6:]:
         assert refusal.text.startswith(PREFIX + DENIED)

@@ -1,5 +1,7 @@
-"""Google ADK drives the breaker through a real Runner and LlmAgents; only the model is
-scripted (a small BaseLlm subclass answering from the request contents it is sent)."""
+"""Google ADK drives the breaker through a real Runner and LlmAgents. The loop and the
+healthy cycle run through ADK's real Gemini model (google-genai underneath, its base_url on
+a scripted Gemini API server on 127.0.0.1); the rest use a small BaseLlm subclass answering
+from the request contents it is sent."""
 
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ import pytest
 
 from conftest import require
 from support import agent_scenarios as scenario
+from support.fake_gemini import FakeGemini
 
 try:
     from google.adk.agents import LlmAgent
     from google.adk.apps import App
     from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.google_llm import Gemini
     from google.adk.models.llm_request import LlmRequest
     from google.adk.models.llm_response import LlmResponse
     from google.adk.runners import InMemoryRunner
@@ -35,8 +39,15 @@ Response = tuple[str, str, dict[str, Any]]  # call id, name, response
 
 
 @pytest.fixture(autouse=True)
-def _need_adk() -> None:
+def _need_adk(monkeypatch: pytest.MonkeyPatch) -> None:
     require(HAVE, "google-adk (extra [google-adk])")
+    scenario.go_offline(monkeypatch)
+
+
+def gemini(server: FakeGemini) -> Gemini:
+    """ADK's real Gemini model on the scripted server, with no retries."""
+    once = types.HttpRetryOptions(attempts=1)
+    return Gemini(model="gemini-2.5-flash", base_url=server.url, retry_options=once)
 
 
 if HAVE:
@@ -144,9 +155,10 @@ def final_text(events: list[Any]) -> str:
     return texts[-1] if texts else ""
 
 
-def check_loop(model: ScriptedLlm, events: list[Any], ran: list[str], tag: str = "loop") -> None:
+def check_loop(last: list[Any], events: list[Any], ran: list[str], tag: str = "loop") -> None:
+    """The run as ADK recorded it, `last` the contents of the last model request (the
+    wire itself is checked by scenario.check_wire_loop)."""
     assert ran == ["same"] * 6
-    last = model.seen[-1]
     denied = refusals(last)
     assert [r[0] for r in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
     for _, name, response in denied:
@@ -157,19 +169,25 @@ def check_loop(model: ScriptedLlm, events: list[Any], ran: list[str], tag: str =
     assert final_text(events) == scenario.GIVE_UP
 
 
-def test_loop_is_refused_after_six_sync_and_async() -> None:
-    ran: list[str] = []
-    model = looping("loop")
-    agent = LlmAgent(name="looper", model=model, tools=[search_tool(ran)])
-    runner = runner_for(agent, CircuitBreakerPlugin())
-    check_loop(model, run_sync(runner, "find it"), ran)
+def last_contents(server: FakeGemini) -> list[Any]:
+    """The contents of the last model request, as google-genai objects."""
+    body = server.model_requests[-1]
+    return [types.Content.model_validate(c) for c in body["contents"]]
 
-    ran.clear()
-    model = looping("loop")
-    agent = LlmAgent(name="looper", model=model, tools=[search_tool(ran)])
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_loop_is_refused_after_six_over_the_gemini_api(how: str) -> None:
+    ran: list[str] = []
     plugin = CircuitBreakerPlugin()
-    runner = runner_for(agent, plugin)
-    check_loop(model, asyncio.run(run_async(runner, "find it")), ran)
+    with FakeGemini(after=scenario.wire_loop(FakeGemini.results_of)) as server:
+        agent = LlmAgent(name="looper", model=gemini(server), tools=[search_tool(ran)])
+        runner = runner_for(agent, plugin)
+        if how == "sync":
+            events = run_sync(runner, "find it")
+        else:
+            events = asyncio.run(run_async(runner, "find it"))
+    check_loop(last_contents(server), events, ran)
+    scenario.check_wire_loop(server, error_flag=True)  # ADK sends {"error": <refusal>}
     assert list(plugin.breaker.store.agents()) == []  # dropped when the invocation ended
 
 
@@ -178,16 +196,11 @@ def test_healthy_edit_test_cycle_is_never_refused() -> None:
     script = scenario.edit_test_cycle(edits)
     ran: list[str] = []
     run_tests, edit = scenario.edit_test_functions(ran)
-
-    def respond(contents: list[Any]) -> str | scenario.Call:
-        n = len(responses(contents))
-        return script[n] if n < len(script) else "all green"
-
-    model = scripted(respond)
-    agent = LlmAgent(name="coder", model=model, tools=[run_tests, edit])
-    runner = runner_for(agent, CircuitBreakerPlugin())
-    events = run_sync(runner, "fix the bug")
-    assert refusals(model.seen[-1]) == []
+    turns = scenario.wire_script(FakeGemini.results_of, script, "all green")
+    with FakeGemini(after=turns) as server:
+        agent = LlmAgent(name="coder", model=gemini(server), tools=[run_tests, edit])
+        events = run_sync(runner_for(agent, CircuitBreakerPlugin()), "fix the bug")
+    scenario.check_wire_healthy(server, script)
     assert ran.count("test") == edits + 1
     assert final_text(events) == "all green"
 

@@ -1,5 +1,8 @@
-"""LangChain 1.x drives the breaker through a real `create_agent` graph; only the model
-is scripted (a small BaseChatModel that reads the messages it is sent)."""
+"""LangChain 1.x drives the breaker through a real `create_agent` graph. The loop and the
+healthy cycle run through LangChain's real provider clients (langchain-anthropic's
+ChatAnthropic, langchain-openai's ChatOpenAI on Chat Completions) against a scripted model
+server on 127.0.0.1; the rest use a small in-process BaseChatModel that reads the messages
+it is sent."""
 
 from __future__ import annotations
 
@@ -11,13 +14,18 @@ import pytest
 
 from conftest import require
 from support import agent_scenarios as scenario
+from support.fake_anthropic import FakeAnthropic
+from support.fake_openai import FakeOpenAI
+from support.scripted_server import ScriptedServer
 
 try:
     from langchain.agents import create_agent
+    from langchain_anthropic import ChatAnthropic
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
     from langgraph.checkpoint.memory import InMemorySaver
 
     from dsh_circuit_breaker.integrations.langchain import CircuitBreakerMiddleware
@@ -28,10 +36,24 @@ except ImportError:  # pragma: no cover - only without the extra
 
 from dsh_circuit_breaker import CircuitBreaker, Config
 
+# provider -> its scripted server, and whether its tool results carry an error flag
+PROVIDERS = {"anthropic": (FakeAnthropic, True), "openai": (FakeOpenAI, False)}
+
 
 @pytest.fixture(autouse=True)
-def _need_langchain() -> None:
-    require(HAVE, "langchain (extra [langchain])")
+def _need_langchain(monkeypatch: pytest.MonkeyPatch) -> None:
+    require(HAVE, "langchain (extra [langchain]), langchain-anthropic, langchain-openai")
+    scenario.go_offline(monkeypatch)
+
+
+def chat_model(server: ScriptedServer, streaming: bool = False) -> BaseChatModel:
+    """The provider's real LangChain chat model, pointed at the scripted server."""
+    common: dict[str, Any] = {"api_key": "dummy", "max_retries": 0, "timeout": 10}
+    if isinstance(server, FakeAnthropic):
+        return ChatAnthropic(  # type: ignore[call-arg]
+            model="claude-sonnet-4-5", base_url=server.url, streaming=streaming, **common
+        )
+    return ChatOpenAI(model="fake-model", base_url=server.url, streaming=streaming, **common)
 
 
 if HAVE:
@@ -98,6 +120,7 @@ def assert_valid_history(messages: list[BaseMessage]) -> None:
 
 
 def check_loop_run(messages: list[BaseMessage], ran: list[str], tag: str = "loop") -> None:
+    """The run as LangChain recorded it (the wire is checked by scenario.check_wire_loop)."""
     assert ran == ["same"] * 6
     denied = refusals(messages)
     assert [m.tool_call_id for m in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
@@ -108,26 +131,34 @@ def check_loop_run(messages: list[BaseMessage], ran: list[str], tag: str = "loop
     assert all(m.status == "success" for m in tool_messages(messages)[:6])
     assert_valid_history(messages)
     final = messages[-1]
-    assert isinstance(final, AIMessage) and final.content == scenario.GIVE_UP
+    assert isinstance(final, AIMessage) and final.text == scenario.GIVE_UP
 
 
-def test_loop_is_refused_after_six_sync() -> None:
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_loop_is_refused_after_six_sync(provider: str) -> None:
+    fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
-    agent = create_agent(
-        looping("loop"), [search_tool(ran)], middleware=[CircuitBreakerMiddleware()]
-    )
-    out = agent.invoke({"messages": [HumanMessage("find it")]})
+    with fake(after=scenario.wire_loop(fake.results_of)) as server:
+        agent = create_agent(
+            chat_model(server), [search_tool(ran)], middleware=[CircuitBreakerMiddleware()]
+        )
+        out = agent.invoke({"messages": [HumanMessage("find it")]})
     check_loop_run(out["messages"], ran)
+    scenario.check_wire_loop(server, error_flag)
     assert "circuit_breaker_agent" not in out  # private state stays out of the output
 
 
-def test_loop_is_refused_after_six_async() -> None:
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_loop_is_refused_after_six_async_streamed(provider: str) -> None:
+    fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
-    agent = create_agent(
-        looping("loop"), [search_tool(ran)], middleware=[CircuitBreakerMiddleware()]
-    )
-    out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("find it")]}))
+    with fake(after=scenario.wire_loop(fake.results_of)) as server:
+        model = chat_model(server, streaming=True)
+        agent = create_agent(model, [search_tool(ran)], middleware=[CircuitBreakerMiddleware()])
+        out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("find it")]}))
     check_loop_run(out["messages"], ran)
+    scenario.check_wire_loop(server, error_flag)
+    assert all(body.get("stream") for body in server.model_requests)
 
 
 def test_parallel_identical_calls_in_one_turn() -> None:
@@ -151,24 +182,21 @@ def test_parallel_identical_calls_in_one_turn() -> None:
         assert_valid_history(out["messages"])
 
 
-def test_healthy_edit_test_cycle_is_never_refused() -> None:
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_healthy_edit_test_cycle_is_never_refused(provider: str) -> None:
+    fake, _ = PROVIDERS[provider]
     edits = 15
-    script = [call(*c) for c in scenario.edit_test_cycle(edits)]
-
-    def respond(messages: list[BaseMessage]) -> AIMessage:
-        n = len(tool_messages(messages))
-        return script[n] if n < len(script) else AIMessage(content="all green")
-
+    script = scenario.edit_test_cycle(edits)
     ran: list[str] = []
     run_tests, edit = (tool(f) for f in scenario.edit_test_functions(ran))
-
-    agent = create_agent(
-        ScriptedModel(respond=respond), [run_tests, edit], middleware=[CircuitBreakerMiddleware()]
-    )
-    out = agent.invoke({"messages": [HumanMessage("fix the bug")]})
-    assert refusals(out["messages"]) == []
+    with fake(after=scenario.wire_script(fake.results_of, script, "all green")) as server:
+        agent = create_agent(
+            chat_model(server), [run_tests, edit], middleware=[CircuitBreakerMiddleware()]
+        )
+        out = agent.invoke({"messages": [HumanMessage("fix the bug")]})
+    scenario.check_wire_healthy(server, script)
     assert ran.count("test") == edits + 1
-    assert out["messages"][-1].content == "all green"
+    assert out["messages"][-1].text == "all green"
 
 
 def test_two_agents_sharing_a_middleware_have_separate_state() -> None:

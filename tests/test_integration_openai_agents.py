@@ -1,5 +1,8 @@
-"""The OpenAI Agents SDK drives the breaker through a real Runner; only the model is the
-SDK's own ScriptedModel, with responders that read what the model was sent."""
+"""The OpenAI Agents SDK drives the breaker through a real Runner. The loop and the healthy
+cycle run through the SDK's real OpenAI models (OpenAIResponsesModel, its default, and
+OpenAIChatCompletionsModel) on an AsyncOpenAI client pointed at a scripted model server on
+127.0.0.1; the rest use the SDK's own ScriptedModel, with responders that read what the
+model was sent."""
 
 from __future__ import annotations
 
@@ -12,11 +15,21 @@ import pytest
 
 from conftest import require
 from support import agent_scenarios as scenario
+from support.fake_openai import FakeOpenAI
 
 try:
-    from agents import Agent, Runner, function_tool, handoff, set_tracing_disabled
+    from agents import (
+        Agent,
+        OpenAIChatCompletionsModel,
+        OpenAIResponsesModel,
+        Runner,
+        function_tool,
+        handoff,
+        set_tracing_disabled,
+    )
     from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
     from agents.testing.model import ModelCall
+    from openai import AsyncOpenAI
 
     from dsh_circuit_breaker.integrations.openai_agents import (
         circuit_breaker_guardrail,
@@ -29,11 +42,23 @@ except ImportError:  # pragma: no cover - only without the extra
 
 from dsh_circuit_breaker import CircuitBreaker, Config
 
+APIS = ("chat_completions", "responses")
+
 
 @pytest.fixture(autouse=True)
-def _need_openai_agents() -> None:
+def _need_openai_agents(monkeypatch: pytest.MonkeyPatch) -> None:
     require(HAVE, "openai-agents (extra [openai-agents])")
+    scenario.go_offline(monkeypatch)
     set_tracing_disabled(True)  # traces would be exported over the network
+
+
+def openai_model(server: FakeOpenAI, api: str) -> Any:
+    """The SDK's real model for `api`, on an OpenAI client pointed at the scripted server
+    (a fresh client per run: its connections belong to one event loop)."""
+    client = AsyncOpenAI(base_url=server.url, api_key="dummy", max_retries=0, timeout=10)
+    if api == "responses":
+        return OpenAIResponsesModel("fake-model", openai_client=client)
+    return OpenAIChatCompletionsModel("fake-model", openai_client=client)
 
 
 def items(call: ModelCall) -> list[dict[str, Any]]:
@@ -75,26 +100,16 @@ def last_input(model: ScriptedModel) -> list[dict[str, Any]]:
     return items(last)
 
 
-def check_loop_run(model: ScriptedModel, output: Any, ran: list[str], tag: str = "loop") -> None:
-    assert ran == ["same"] * 6
-    seen = last_input(model)  # the whole conversation the model was last sent
-    denied = refusals(seen)
-    assert [o["call_id"] for o in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
-    for o in denied:
-        scenario.assert_loop_refusal(str(o["output"]))
-    # Every call the model made is answered once, by its own id.
-    calls = [i["call_id"] for i in seen if i.get("type") == "function_call"]
-    assert sorted(calls) == sorted(o["call_id"] for o in outputs(seen))
-    assert output == scenario.GIVE_UP
-
-
-def test_loop_is_refused_after_six_sync() -> None:
+@pytest.mark.parametrize("api", APIS)
+def test_loop_is_refused_after_six_sync(api: str) -> None:
     ran: list[str] = []
-    model = looping("loop")
-    agent = Agent(name="looper", model=model, tools=[search_tool(ran)])
-    guard_agent(agent)
-    result = Runner.run_sync(agent, "find it")
-    check_loop_run(model, result.final_output, ran)
+    with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of)) as server:
+        agent = Agent(name="looper", model=openai_model(server, api), tools=[search_tool(ran)])
+        guard_agent(agent)
+        result = Runner.run_sync(agent, "find it")
+    assert ran == ["same"] * 6
+    scenario.check_wire_loop(server, error_flag=False)  # neither API has a flag
+    assert result.final_output == scenario.GIVE_UP
     behaviors = [r.output.behavior["type"] for r in result.tool_input_guardrail_results]
     assert behaviors == ["allow"] * 6 + ["reject_content"] * 3
     assert result.tool_input_guardrail_results[-1].output.output_info == {
@@ -104,47 +119,38 @@ def test_loop_is_refused_after_six_sync() -> None:
     }
 
 
-def test_loop_is_refused_after_six_async_and_streamed() -> None:
+@pytest.mark.parametrize("api", APIS)
+def test_loop_is_refused_after_six_streamed(api: str) -> None:
     ran: list[str] = []
-    model = looping("loop")
-    agent = Agent(name="looper", model=model, tools=[search_tool(ran)])
-    guard_agent(agent)
-    result = asyncio.run(Runner.run(agent, "find it"))
-    check_loop_run(model, result.final_output, ran)
+    with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of)) as server:
+        agent = Agent(name="looper", model=openai_model(server, api), tools=[search_tool(ran)])
+        guard_agent(agent)
 
-    ran.clear()
-    model = looping("loop")
-    agent = Agent(name="looper", model=model, tools=[search_tool(ran)])
-    guard_agent(agent)
+        async def streamed() -> Any:
+            run = Runner.run_streamed(agent, "find it")
+            async for _ in run.stream_events():
+                pass
+            return run.final_output
 
-    async def streamed() -> Any:
-        run = Runner.run_streamed(agent, "find it")
-        async for _ in run.stream_events():
-            pass
-        return run.final_output
-
-    check_loop_run(model, asyncio.run(streamed()), ran)
+        output = asyncio.run(streamed())
+    assert ran == ["same"] * 6
+    scenario.check_wire_loop(server, error_flag=False)
+    assert all(body.get("stream") for body in server.model_requests)
+    assert output == scenario.GIVE_UP
 
 
-def test_healthy_edit_test_cycle_is_never_refused() -> None:
+@pytest.mark.parametrize("api", APIS)
+def test_healthy_edit_test_cycle_is_never_refused(api: str) -> None:
     edits = 15
     script = scenario.edit_test_cycle(edits)
-
-    def respond(seen: list[dict[str, Any]]) -> Any:
-        n = len(outputs(seen))
-        if n < len(script):
-            name, args, _ = script[n]  # the calls get ids c0, c1, ... here
-            return function_call(name, args, call_id=f"c{n}")
-        return assistant_message("all green")
-
     ran: list[str] = []
     run_tests, edit = (function_tool(f) for f in scenario.edit_test_functions(ran))
-
-    model = reactive(respond, steps=2 * edits + 2)
-    agent = Agent(name="coder", model=model, tools=[run_tests, edit])
-    guard_agent(agent)
-    result = Runner.run_sync(agent, "fix the bug", max_turns=50)
-    assert refusals(last_input(model)) == []
+    turns = scenario.wire_script(FakeOpenAI.results_of, script, "all green")
+    with FakeOpenAI(after=turns) as server:
+        agent = Agent(name="coder", model=openai_model(server, api), tools=[run_tests, edit])
+        guard_agent(agent)
+        result = Runner.run_sync(agent, "fix the bug", max_turns=50)
+    scenario.check_wire_healthy(server, script)
     assert ran.count("test") == edits + 1
     assert result.final_output == "all green"
 

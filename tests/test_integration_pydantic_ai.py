@@ -1,14 +1,21 @@
-"""pydantic-ai drives the breaker through a real Agent; only the model is a FunctionModel."""
+"""pydantic-ai drives the breaker through a real Agent. The loop and the healthy cycle run
+through pydantic-ai's real provider models (GoogleModel on the Gemini API, OpenAIChatModel
+on Chat Completions), each with its provider's base_url on a scripted model server on
+127.0.0.1; the rest use pydantic-ai's FunctionModel."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
 
 from conftest import require
 from support import agent_scenarios as scenario
+from support.fake_gemini import FakeGemini
+from support.fake_openai import FakeOpenAI
+from support.scripted_server import ScriptedServer
 
 try:
     from pydantic_ai import Agent
@@ -21,7 +28,12 @@ try:
         ToolReturnPart,
         UserPromptPart,
     )
+    from pydantic_ai.models import Model
     from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.models.google import GoogleModel
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.google import GoogleProvider
+    from pydantic_ai.providers.openai import OpenAIProvider
 
     from dsh_circuit_breaker.integrations.pydantic_ai import CircuitBreakerCapability
 
@@ -31,10 +43,36 @@ except ImportError:  # pragma: no cover - only without the extra
 
 from dsh_circuit_breaker import CircuitBreaker, Config
 
+# provider -> its scripted server, and whether its tool results carry an error flag
+PROVIDERS = {"google": (FakeGemini, True), "openai": (FakeOpenAI, False)}
+
 
 @pytest.fixture(autouse=True)
-def _need_pydantic_ai() -> None:
-    require(HAVE, "pydantic-ai (extra [pydantic-ai])")
+def _need_pydantic_ai(monkeypatch: pytest.MonkeyPatch) -> None:
+    require(HAVE, "pydantic-ai (extra [pydantic-ai]) with its openai and google clients")
+    scenario.go_offline(monkeypatch)
+
+
+def provider_model(server: ScriptedServer) -> Model:
+    """The provider's real pydantic-ai model, its provider's base_url on the server."""
+    if isinstance(server, FakeGemini):
+        google = GoogleProvider(api_key="dummy", base_url=server.url)
+        return GoogleModel("gemini-2.5-flash", provider=google)
+    assert isinstance(server, FakeOpenAI)
+    openai = OpenAIProvider(base_url=server.url, api_key="dummy")
+    return OpenAIChatModel("fake-model", provider=openai)
+
+
+def wire_refusal(server: ScriptedServer) -> Any:
+    """How pydantic-ai frames an error result's text: as the bare text where the API has
+    an error channel (Gemini's `error` key), else in a JSON `{"error": ...}` wrapper."""
+    if isinstance(server, FakeGemini):
+        return str
+    return lambda text: json.loads(text)["error"]
+
+
+def check_wire_loop(server: ScriptedServer, error_flag: bool) -> None:
+    scenario.check_wire_loop(server, error_flag, refusal=wire_refusal(server))
 
 
 def returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
@@ -73,7 +111,7 @@ def looping_model(tag: str, give_up_after: int = 3) -> FunctionModel:
     return FunctionModel(respond)
 
 
-def search_agent(capability: Any, model: FunctionModel, ran: list[str], name: str) -> Agent:
+def search_agent(capability: Any, model: Model, ran: list[str], name: str) -> Agent:
     agent = Agent(model, name=name, capabilities=[capability])
 
     @agent.tool_plain
@@ -114,18 +152,28 @@ def check_loop_run(
     assert output == scenario.GIVE_UP
 
 
-def test_loop_is_refused_after_six_sync() -> None:
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_loop_is_refused_after_six_sync(provider: str) -> None:
+    fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
-    agent = search_agent(CircuitBreakerCapability(), looping_model("loop"), ran, "looper")
-    result = agent.run_sync("find it")
+    with fake(after=scenario.wire_loop(fake.results_of)) as server:
+        model = provider_model(server)
+        agent = search_agent(CircuitBreakerCapability(), model, ran, "looper")
+        result = agent.run_sync("find it")
     check_loop_run(result.all_messages(), result.output, ran)
+    check_wire_loop(server, error_flag)
 
 
-def test_loop_is_refused_after_six_async() -> None:
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_loop_is_refused_after_six_async(provider: str) -> None:
+    fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
-    agent = search_agent(CircuitBreakerCapability(), looping_model("loop"), ran, "looper")
-    result = asyncio.run(agent.run("find it"))
+    with fake(after=scenario.wire_loop(fake.results_of)) as server:
+        model = provider_model(server)
+        agent = search_agent(CircuitBreakerCapability(), model, ran, "looper")
+        result = asyncio.run(agent.run("find it"))
     check_loop_run(result.all_messages(), result.output, ran)
+    check_wire_loop(server, error_flag)
 
 
 def test_refusal_does_not_use_retry_budget() -> None:
@@ -144,33 +192,18 @@ def test_refusal_does_not_use_retry_budget() -> None:
     assert ran == ["same"] * 6
 
 
-def test_healthy_edit_test_cycle_is_never_refused() -> None:
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_healthy_edit_test_cycle_is_never_refused(provider: str) -> None:
+    fake, _ = PROVIDERS[provider]
     edits = 15
-    script = [
-        ToolCallPart(n, args, tool_call_id=i) for n, args, i in scenario.edit_test_cycle(edits)
-    ]
-
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        n = len(returns(messages))
-        if n < len(script):
-            return ModelResponse(parts=[script[n]])
-        return ModelResponse(parts=[TextPart("all green")])
-
-    agent = Agent(FunctionModel(respond), capabilities=[CircuitBreakerCapability()])
+    script = scenario.edit_test_cycle(edits)
     ran: list[str] = []
-
-    @agent.tool_plain
-    def run_tests(path: str) -> str:
-        ran.append("test")
-        return "1 failed" if len(ran) < 2 * edits else "all passed"
-
-    @agent.tool_plain
-    def edit(file: str, text: str) -> str:
-        ran.append("edit")
-        return "ok"
-
-    result = agent.run_sync("fix the bug")
-    assert refusals(result.all_messages()) == []
+    with fake(after=scenario.wire_script(fake.results_of, script, "all green")) as server:
+        agent = Agent(provider_model(server), capabilities=[CircuitBreakerCapability()])
+        for function in scenario.edit_test_functions(ran):
+            agent.tool_plain(function)
+        result = agent.run_sync("fix the bug")
+    scenario.check_wire_healthy(server, script)
     assert ran.count("test") == edits + 1
     assert result.output == "all green"
 
@@ -298,27 +331,23 @@ def test_a_failing_agent_id_fails_open(caplog: pytest.LogCaptureFixture) -> None
     assert "call allowed" in caplog.text
 
 
-def test_loop_is_refused_after_six_streamed() -> None:
-    from pydantic_ai.models.function import DeltaToolCall
-
-    async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
-        if len(refusals(this_run(messages))) >= 3:
-            yield scenario.GIVE_UP
-            return
-        n = len(returns(messages))
-        yield {
-            0: DeltaToolCall(name="search", json_args='{"query": "same"}', tool_call_id=f"loop-{n}")
-        }
-
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_loop_is_refused_after_six_streamed(provider: str) -> None:
+    fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
-    agent = search_agent(
-        CircuitBreakerCapability(), FunctionModel(stream_function=stream), ran, "s"
-    )
 
-    async def run() -> tuple[list[ModelMessage], str]:
+    async def run(agent: Agent) -> tuple[list[ModelMessage], str]:
         async with agent.run_stream("find it") as result:
             output = await result.get_output()
         return result.all_messages(), output
 
-    messages, output = asyncio.run(run())
+    with fake(after=scenario.wire_loop(fake.results_of)) as server:
+        agent = search_agent(CircuitBreakerCapability(), provider_model(server), ran, "s")
+        messages, output = asyncio.run(run(agent))
     check_loop_run(messages, output, ran)
+    check_wire_loop(server, error_flag)
+    streamed = [
+        path.endswith(":streamGenerateContent") if fake is FakeGemini else body.get("stream")
+        for path, body in zip(server.paths, server.requests, strict=True)
+    ]
+    assert len(streamed) == 10 and all(streamed)

@@ -1,6 +1,8 @@
-"""Strands Agents drives the breaker through a real Agent; only the model is scripted
-(a small strands Model subclass that streams Bedrock-style events computed from the
-messages it is sent)."""
+"""Strands Agents drives the breaker through a real Agent. The loop and the healthy cycle
+run through Strands' real model providers (AnthropicModel on the Anthropic Messages API,
+GeminiModel on the Gemini API), their clients pointed at a scripted model server on
+127.0.0.1; the rest use a small strands Model subclass that streams Bedrock-style events
+computed from the messages it is sent."""
 
 from __future__ import annotations
 
@@ -13,10 +15,16 @@ import pytest
 
 from conftest import require
 from support import agent_scenarios as scenario
+from support.fake_anthropic import FakeAnthropic
+from support.fake_gemini import FakeGemini
+from support.scripted_server import ScriptedServer
 
 try:
+    from google.genai import types as genai_types
     from strands import Agent, tool
     from strands.hooks import BeforeToolCallEvent, HookProvider, HookRegistry
+    from strands.models.anthropic import AnthropicModel
+    from strands.models.gemini import GeminiModel
     from strands.models.model import Model
 
     from dsh_circuit_breaker.integrations.strands import CircuitBreakerHooks
@@ -27,10 +35,26 @@ except ImportError:  # pragma: no cover - only without the extra
 
 from dsh_circuit_breaker import CircuitBreaker, Config
 
+# provider -> its scripted server, and whether Strands sends an error flag through it.
+# Strands' GeminiModel sends every toolResult as {"output": [...]}, its status dropped: the
+# model reads the refusal's text, with no `error` key to mark it as failed.
+PROVIDERS = {"anthropic": (FakeAnthropic, True), "gemini": (FakeGemini, False)}
+
 
 @pytest.fixture(autouse=True)
-def _need_strands() -> None:
-    require(HAVE, "strands-agents (extra [strands])")
+def _need_strands(monkeypatch: pytest.MonkeyPatch) -> None:
+    require(HAVE, "strands-agents (extra [strands]) with its anthropic and gemini clients")
+    scenario.go_offline(monkeypatch)
+
+
+def provider_model(server: ScriptedServer) -> Model:
+    """The provider's real Strands model, its client pointed at the scripted server."""
+    if isinstance(server, FakeAnthropic):
+        client = {"api_key": "dummy", "base_url": server.url, "max_retries": 0, "timeout": 10}
+        return AnthropicModel(client_args=client, model_id="claude-sonnet-4-5", max_tokens=1024)
+    options = genai_types.HttpOptions(base_url=server.url, timeout=10_000)
+    client = {"api_key": "dummy", "http_options": options}
+    return GeminiModel(client_args=client, model_id="gemini-2.5-flash")
 
 
 if HAVE:
@@ -121,7 +145,7 @@ def search_tool(ran: list[str]) -> Any:
     return search
 
 
-def make_agent(model: ScriptedModel, tools: list[Any], hooks: list[Any]) -> Agent:
+def make_agent(model: Model, tools: list[Any], hooks: list[Any]) -> Agent:
     return Agent(model=model, tools=tools, hooks=hooks, callback_handler=None)
 
 
@@ -142,26 +166,33 @@ def check_loop(agent: Agent, reply: Any, ran: list[str], tag: str = "loop") -> N
     assert str(reply).strip() == scenario.GIVE_UP
 
 
-def test_loop_is_refused_after_six_sync() -> None:
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_loop_is_refused_after_six_sync(provider: str) -> None:
+    fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
-    agent = make_agent(looping("loop"), [search_tool(ran)], [CircuitBreakerHooks()])
-    check_loop(agent, agent("find it"), ran)
+    with fake(after=scenario.wire_loop(fake.results_of)) as server:
+        agent = make_agent(provider_model(server), [search_tool(ran)], [CircuitBreakerHooks()])
+        reply = agent("find it")
+    check_loop(agent, reply, ran)
+    scenario.check_wire_loop(server, error_flag)
 
 
-def test_loop_is_refused_after_six_async() -> None:
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_loop_is_refused_after_six_async(provider: str) -> None:
+    fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
-    agent = make_agent(looping("loop"), [search_tool(ran)], [CircuitBreakerHooks()])
-    check_loop(agent, asyncio.run(agent.invoke_async("find it")), ran)
+    with fake(after=scenario.wire_loop(fake.results_of)) as server:
+        agent = make_agent(provider_model(server), [search_tool(ran)], [CircuitBreakerHooks()])
+        reply = asyncio.run(agent.invoke_async("find it"))
+    check_loop(agent, reply, ran)
+    scenario.check_wire_loop(server, error_flag)
 
 
-def test_healthy_edit_test_cycle_is_never_refused() -> None:
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_healthy_edit_test_cycle_is_never_refused(provider: str) -> None:
+    fake, _ = PROVIDERS[provider]
     edits = 15
     script = scenario.edit_test_cycle(edits)
-
-    def respond(messages: list[Any]) -> str | scenario.Call:
-        n = len(results(messages))
-        return script[n] if n < len(script) else "all green"
-
     ran: list[str] = []
 
     @tool
@@ -185,8 +216,10 @@ def test_healthy_edit_test_cycle_is_never_refused() -> None:
         ran.append("edit")
         return "ok"
 
-    agent = make_agent(ScriptedModel(respond), [run_tests, edit], [CircuitBreakerHooks()])
-    reply = agent("fix the bug")
+    with fake(after=scenario.wire_script(fake.results_of, script, "all green")) as server:
+        agent = make_agent(provider_model(server), [run_tests, edit], [CircuitBreakerHooks()])
+        reply = agent("fix the bug")
+    scenario.check_wire_healthy(server, script)
     assert refusals(agent.messages) == []
     assert ran.count("test") == edits + 1
     assert str(reply).strip() == "all green"

@@ -3,6 +3,12 @@ written once and framework-neutral: a model that loops on one search call, the r
 must be sent, and a healthy edit-test cycle. Each test turns these calls into its own
 framework's messages and keeps its own checks of how the framework delivered them.
 
+Over the wire, the same scenarios are turns of a scripted model server
+(tests/support/fake_*.py) that the framework reaches through its real provider client:
+`wire_loop` and `wire_script` answer from the tool results in the request they are
+answering, and `check_wire_loop` reads each refused call's result from the model request
+that came next, in the provider's own wire format.
+
 conftest.py registers this module for pytest's assertion rewriting, so a failing check
 here reports the values as one written in a test would.
 """
@@ -10,7 +16,14 @@ here reports the values as one written in a test would.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from support.scripted_server import ScriptedServer, ToolResult, tool_call
+
+if TYPE_CHECKING:
+    import pytest
+
+ResultsOf = Callable[[dict[str, Any]], list[ToolResult]]
 
 Call = tuple[str, dict[str, Any], str]  # tool name, arguments, call id
 T = TypeVar("T")
@@ -83,3 +96,99 @@ def edit_test_functions(ran: list[str]) -> tuple[Callable[[str], str], Callable[
         return "ok"
 
     return run_tests, edit
+
+
+# -- over the wire ---------------------------------------------------------------------
+OFFLINE_ENV = {
+    # Every provider client finds a key, so none looks for credentials elsewhere.
+    "OPENAI_API_KEY": "dummy",
+    "ANTHROPIC_API_KEY": "dummy",
+    "GOOGLE_API_KEY": "dummy",
+    "GEMINI_API_KEY": "dummy",
+    # No traces or telemetry leave the process.
+    "OPENAI_AGENTS_DISABLE_TRACING": "1",
+    "LANGSMITH_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "OTEL_SDK_DISABLED": "true",
+    # Anything but loopback goes to a dead proxy and fails at once.
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "ALL_PROXY": "http://127.0.0.1:9",
+    "NO_PROXY": "127.0.0.1,localhost",
+}
+# Settings that would send a client to Vertex AI, another base URL, or a trace collector.
+OFFLINE_UNSET = (
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_GENAI_USE_ENTERPRISE",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+    "GOOGLE_GEMINI_BASE_URL",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+)
+
+
+def go_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Set OFFLINE_ENV and drop OFFLINE_UNSET for one test (lower-case proxy settings,
+    which some clients prefer, are dropped too)."""
+    for name, value in OFFLINE_ENV.items():
+        monkeypatch.setenv(name, value)
+        monkeypatch.delenv(name.lower(), raising=False)
+    for name in OFFLINE_UNSET:
+        monkeypatch.delenv(name, raising=False)
+
+
+def wire_loop(results_of: ResultsOf, tag: str = "loop", give_up_after: int = 3) -> Any:
+    """The looping model as a scripted server's turn: call `loop_call(tag, n)` with n the
+    number of tool results in the request, until `give_up_after` of them are refusals."""
+
+    def respond(body: dict[str, Any]) -> Any:
+        results = results_of(body)
+        if sum(is_refusal(r.text) for r in results) >= give_up_after:
+            return GIVE_UP
+        name, args, call_id = loop_call(tag, len(results))
+        return tool_call(name, args, call_id)
+
+    return respond
+
+
+def wire_script(results_of: ResultsOf, calls: list[Call], final: str) -> Any:
+    """A scripted server's turn that makes `calls` one by one (the next one once the
+    request carries the results of all before it), then answers `final`."""
+
+    def respond(body: dict[str, Any]) -> Any:
+        n = len(results_of(body))
+        return tool_call(calls[n][0], calls[n][1], calls[n][2]) if n < len(calls) else final
+
+    return respond
+
+
+def check_wire_loop(
+    server: ScriptedServer,
+    error_flag: bool,
+    tag: str = "loop",
+    refusal: Callable[[str], str] = str,
+) -> None:
+    """The looping run seen on the wire: each of the nine calls is answered in the very
+    next model request; the first six by the tool's own result, the 7th to 9th by the
+    refusal, with the API's error flag set if `error_flag` (the API has one and the
+    framework sets it). `refusal` takes the refusal out of a framework's own framing of
+    an error result's text (a JSON wrapper, say)."""
+    for n in range(9):
+        result = server.result_in_next_request(f"{tag}-{n}")
+        refused = n >= 6
+        if refused:
+            assert_loop_refusal(refusal(result.text))
+        else:
+            assert result.text == "results for same"
+        assert result.is_error == (refused and error_flag), (n, result)
+    assert server.errors == []
+
+
+def check_wire_healthy(server: ScriptedServer, script: list[Call]) -> None:
+    """The healthy cycle seen on the wire: every call of `script` was answered, in order,
+    and no answer is a refusal or carries the API's error flag."""
+    sent = server.tool_results()
+    assert [r.call_id for r in sent] == [call_id for _, _, call_id in script]
+    assert not any(is_refusal(r.text) or r.is_error for r in sent)
+    assert server.errors == []
