@@ -273,19 +273,26 @@ def test_forked_child_uses_its_own_connection(caplog: Any) -> None:
     breaker.close()
 
 
-def test_unreadable_record_fails_open_and_spares_the_connection(caplog: Any) -> None:
+@pytest.mark.parametrize("kind", ["corrupt", "wrong type"])
+def test_unreadable_record_is_replaced_and_the_agent_guarded_again(caplog: Any, kind: str) -> None:
+    """A record that cannot be read (garbage, or a list where a string belongs) is that
+    agent's problem only: a warning, a fresh start, and the next write replaces it, so
+    the agent is guarded again. The store is not marked down for anyone else."""
     url = fresh_url()
     breaker = CircuitBreaker(Config(fail_closed=True), state=url)
-    _client(url).set(f"{_prefix(url)}broken".encode(), b"not a record")
+    key = f"{_prefix(url)}broken".encode()
+    if kind == "corrupt":
+        _client(url).set(key, b"not a record")
+    else:
+        _client(url).rpush(key, b"x")
     with caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"):
-        # An internal error, not an outage: allowed even with failClosed, with a warning.
+        # Not an outage: allowed even with failClosed, and other agents still counted.
         assert breaker.check("broken", "t", {}).allowed
-    assert "internal error" in caplog.text
-    # The record is left for an operator to inspect or reset; other agents are unaffected.
-    assert _client(url).get(f"{_prefix(url)}broken".encode()) == b"not a record"
-    assert [breaker.check("fine", "t", {}).allowed for _ in range(7)] == [True] * 6 + [False]
-    breaker.reset("broken")
-    assert breaker.check("broken", "t", {}).allowed
+        assert [breaker.check("fine", "t", {}).allowed for _ in range(7)] == [True] * 6 + [False]
+    assert caplog.text.count("unreadable state record of agent 'broken'") == 1
+    assert "unavailable" not in caplog.text
+    assert _client(url).type(key) == b"string"
+    assert [breaker.check("broken", "t", {}).allowed for _ in range(6)] == [True] * 5 + [False]
     breaker.close()
 
 

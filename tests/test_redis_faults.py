@@ -18,6 +18,8 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import CircuitBreaker, Config
+from dsh_circuit_breaker.state import AgentState
+from support.hostile_redis import HostileRedis, bulk, endless, replacing, trickled
 from support.redis_server import RedisServer, free_port, redis_available
 
 SLACK = 0.25  # scheduling noise allowed on top of a budget on a busy 2-core machine
@@ -283,3 +285,75 @@ def test_nothing_listening_fails_open_fast(caplog: Any) -> None:
     breaker.close()
     assert decision.allowed and elapsed < 0.5  # refused at once: no need to wait the budget
     assert "state store unavailable" in caplog.text and "127.0.0.1" in caplog.text
+
+
+# -- a hostile server (support/hostile_redis.py): what a real Redis never sends ----------
+
+
+def _decide_in_time(url: str, config: Config, limit: float) -> tuple[Any, float]:
+    """One decision through a new breaker, run in a thread so that a store that does not
+    keep its budget fails the test instead of hanging it."""
+    breaker = CircuitBreaker(config, state=url)
+    out: list[tuple[Any, float]] = []
+    thread = threading.Thread(target=lambda: out.append(_timed(breaker, "a", "t", {})))
+    thread.start()
+    thread.join(timeout=limit)
+    assert out, f"the decision was still running after {limit}s"
+    breaker.close()
+    return out[0]
+
+
+def test_trickling_server_is_held_to_one_budget_for_the_whole_decision(caplog: Any) -> None:
+    # Each byte arrives well within the budget; the record's ~120 bytes never do (a read
+    # timeout alone would let GET's reply take 0.05 s x 120).
+    budget = 1.0
+    record = bulk(AgentState().dumps())
+    with (
+        HostileRedis(trickled(replacing(b"GET", record)), pace=0.05) as server,
+        caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"),
+    ):
+        decision, elapsed = _decide_in_time(server.url, Config(store_timeout=budget), 20)
+    assert decision.allowed
+    assert budget * 0.9 <= elapsed < budget + SLACK
+    assert "did not answer within storeTimeout=1.0s" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("header", "filler"),
+    [(b"$10000000000\r\n", b"x"), (b"*999999999\r\n", b":1\r\n"), (b"+", b"x")],
+    ids=["10GB-bulk", "billion-array", "endless-line"],
+)
+def test_reply_larger_than_any_record_is_refused_unread(
+    header: bytes, filler: bytes, caplog: Any
+) -> None:
+    # The client would read a capped 64 MiB at most; it must stop at once instead.
+    with HostileRedis(endless(header, filler)) as server:
+        with caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"):
+            decision, elapsed = _decide_in_time(server.url, Config(store_timeout=2.0), 10)
+        sent = server.sent
+    assert decision.allowed and elapsed < 1.0
+    assert sent < 8 * 1024 * 1024  # record limit (~1 MiB) plus socket buffers
+    assert "refused (larger than any record)" in caplog.text
+
+
+@pytest.mark.parametrize("fail_closed", [False, True])
+def test_error_inside_exec_is_a_failed_write(fail_closed: bool, caplog: Any) -> None:
+    exec_error = b"*1\r\n-ERR invalid expire time in 'set' command\r\n"
+    with (
+        HostileRedis(replacing(b"EXEC", exec_error)) as server,
+        caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"),
+    ):
+        decision, _ = _decide_in_time(server.url, Config(fail_closed=fail_closed), 10)
+    assert decision.allowed is not fail_closed
+    assert "the write failed (ERR invalid expire time" in caplog.text
+
+
+def test_out_of_memory_redis_is_a_failed_write_not_an_outage(tmp_path: Path, caplog: Any) -> None:
+    with RedisServer(tmp_path / "redis", extra=("--maxmemory", "1")) as server:
+        breaker = CircuitBreaker(Config(), state=server.url + "?retry_after=30")
+        with caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"):
+            results = [_timed(breaker, "a", "t", {"i": i}) for i in range(3)]
+        breaker.close()
+    assert all(decision.allowed for decision, _ in results)
+    # Each call tried again (the server answers; it is not marked down for retry_after).
+    assert caplog.text.count("the write failed (OOM") == 3

@@ -14,9 +14,11 @@ is decided once per agent across the fleet, because `reported` is saved in the s
 Every call has one budget, `config.store_timeout`, for everything: connecting, each
 read, and the retries of a contended transaction. Past it the store raises
 StoreUnavailable and the breaker allows the call with a warning (or denies it with
-`failClosed`). After a connection failure the store answers StoreUnavailable at once
-for `retry_after` seconds, so a dead Redis costs one timeout per period, not one per
-tool call, and then tries to connect again.
+`failClosed`). Replies are read here (`_Replies`), not by redis-py, so that the deadline
+holds in wall time for a server that trickles bytes, and a reply larger than any valid
+agent record is refused from its header, before it is read. After a connection failure
+the store answers StoreUnavailable at once for `retry_after` seconds, so a dead Redis
+costs one timeout per period, not one per tool call, and then tries to connect again.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..config import Config, ConfigError
+from ..keys import DIGEST_SIZE
 from ..state import AgentState
+from .records import load_record, unreadable
 from .unavailable import StoreUnavailable
 
 try:
@@ -47,14 +51,37 @@ T = TypeVar("T")
 
 DEFAULT_PREFIX = "dsh-circuit-breaker:agent:"
 DEFAULT_RETRY_AFTER = 5.0
-# Our own URL query parameters; every other one goes to redis-py (ssl_ca_certs, ...).
+# Our own URL query parameters.
 _OWN_PARAMS = ("prefix", "retry_after")
+# The TLS settings passed on to redis-py, for rediss:// only. Nothing else is: any other
+# connection option either spends the budget in round trips of its own (client_name) or
+# changes what a decision means; an unknown name is a typo, and a ConfigError.
+_TLS_PARAMS = (
+    "ssl_ca_certs", "ssl_ca_path", "ssl_ca_data", "ssl_certfile", "ssl_keyfile",
+    "ssl_password", "ssl_cert_reqs", "ssl_check_hostname", "ssl_min_version", "ssl_ciphers",
+    "ssl_include_verify_flags", "ssl_exclude_verify_flags",
+)  # fmt: skip
 # Timeouts are ours: one budget per call, not per socket operation.
 _NOT_ALLOWED = ("socket_timeout", "socket_connect_timeout", "timeout", "retry_on_timeout")
+# A reply that carries no agent record (+OK, +QUEUED, EXEC's array, an error line).
+_SMALL_REPLY = 64 * 1024
+# Room in a record beside the window's digests (counters, reported kinds, later fields).
+_RECORD_SLACK = 1024 * 1024
+# Our replies nest two deep at most (EXEC's array, SCAN's [cursor, [keys]]).
+_MAX_DEPTH = 3
 
 
 class _Deadline(Exception):
     """The call's budget ran out before Redis answered."""
+
+
+class _Refused(Exception):
+    """Redis answered with an error, or with something no valid reply looks like."""
+
+
+class _Error(bytes):
+    """An error reply (`-ERR ...`), returned as a value: inside EXEC's array it is a
+    failed command, and GET's WRONGTYPE is one agent's unreadable record."""
 
 
 class RedisStore:
@@ -71,9 +98,7 @@ class RedisStore:
     ) -> None:
         kwargs = dict(connection_kwargs)
         # parse_url names SSLConnection for rediss:// and nothing for plain redis://.
-        self._connection_class: type[AbstractConnection] = kwargs.pop(
-            "connection_class", Connection
-        )
+        self._connection_class = _bounded(kwargs.pop("connection_class", Connection))
         # AUTH and SELECT are sent by us in the same write as the first WATCH/GET, so a
         # fresh connection costs a TCP (or TLS) connect and no round trip of its own.
         self._password: str | None = kwargs.pop("password", None) or os.environ.get(
@@ -94,8 +119,13 @@ class RedisStore:
             protocol=2,
         )
         self._kwargs = kwargs
+        try:  # not connected: only checks the TLS settings (a bad ssl_cert_reqs, ...)
+            self._connection_class(**kwargs)
+        except (TypeError, ValueError, RedisError) as exc:
+            raise ConfigError(f"state URL ({where}): {exc}") from None
         self._budget = config.store_timeout
         self._ttl_ms = config.idle_expiry_seconds * 1000
+        self._record_limit = config.window * 2 * DIGEST_SIZE + _RECORD_SLACK
         self._prefix = prefix.encode()
         self._retry_after = retry_after
         self._where = where
@@ -113,25 +143,41 @@ class RedisStore:
 
         def run(conn: AbstractConnection, deadline: float, fresh: bool) -> T:
             while True:
-                _, raw = self._round_trip(
-                    conn, deadline, [("WATCH", key), ("GET", key)], fresh=fresh
+                watched, raw = self._round_trip(
+                    conn,
+                    deadline,
+                    [("WATCH", key), ("GET", key)],
+                    limit=self._record_limit,
+                    fresh=fresh,
                 )
                 fresh = False
-                state = AgentState.loads(raw) if raw is not None else AgentState()
+                _ok(watched)
+                if isinstance(raw, _Error):  # WRONGTYPE: some other value under our key
+                    unreadable(agent, self._where, raw.decode(errors="replace"))
+                    state = AgentState()
+                else:
+                    state = load_record(raw, agent, self._where)
                 result = step(state)
                 # Written back even when only a denial happened, like the SQLite store:
                 # `updated` and the TTL then both mean "last guarded call", so an agent that
                 # keeps calling after its cap stays capped instead of expiring.
                 state.touch()
-                replies = self._round_trip(
+                multi, queued, done = self._round_trip(
                     conn,
                     deadline,
                     [("MULTI",), ("SET", key, state.dumps(), "PX", self._ttl_ms), ("EXEC",)],
                 )
-                if replies[-1] is not None:
-                    return result
-                # Another client changed this agent between our GET and EXEC: decide again
-                # on what it wrote, so the rules always see every earlier decision.
+                _ok(multi)
+                if done is None:
+                    # Another client changed this agent between our GET and EXEC: decide
+                    # again on what it wrote, so the rules see every earlier decision.
+                    continue
+                failed = [r for r in (queued, done, *_items(done)) if isinstance(r, _Error)]
+                if failed:  # e.g. out of memory: nothing was stored, so nothing counted
+                    raise StoreUnavailable(
+                        f"{self._where}: the write failed ({failed[0].decode(errors='replace')})"
+                    )
+                return result
 
         return self._with_connection(run)
 
@@ -139,7 +185,7 @@ class RedisStore:
         key = self._key(agent)
 
         def run(conn: AbstractConnection, deadline: float, fresh: bool) -> None:
-            self._round_trip(conn, deadline, [("DEL", key)], fresh=fresh)
+            _ok(self._round_trip(conn, deadline, [("DEL", key)], fresh=fresh)[0])
 
         self._with_connection(run)
 
@@ -154,12 +200,21 @@ class RedisStore:
             def page(
                 conn: AbstractConnection, deadline: float, fresh: bool, cursor: Any = cursor
             ) -> tuple[Any, list[bytes], list[Any]]:
-                ((after, keys),) = self._round_trip(
-                    conn, deadline, [("SCAN", cursor, "MATCH", pattern, "COUNT", 500)], fresh=fresh
+                (scanned,) = self._round_trip(
+                    conn,
+                    deadline,
+                    [("SCAN", cursor, "MATCH", pattern, "COUNT", 500)],
+                    limit=self._record_limit,
+                    fresh=fresh,
                 )
+                after, keys = _pair(scanned)
                 if not keys:
                     return after, [], []
-                (values,) = self._round_trip(conn, deadline, [("MGET", *keys)])
+                (values,) = self._round_trip(
+                    conn, deadline, [("MGET", *keys)], limit=len(keys) * self._record_limit
+                )
+                if not isinstance(values, list) or len(values) != len(keys):
+                    raise _Refused("MGET did not answer one value per key")
                 return after, keys, values
 
             cursor, keys, values = self._with_connection(page)
@@ -167,7 +222,7 @@ class RedisStore:
                 if raw is not None:  # expired or reset between SCAN and MGET
                     agent = key[len(self._prefix) :].decode("utf-8", "surrogateescape")
                     yield agent, AgentState.readable(raw)
-            if cursor in (b"0", 0, "0"):
+            if cursor == b"0":
                 return
 
     def close(self) -> None:
@@ -199,7 +254,7 @@ class RedisStore:
             raise StoreUnavailable(
                 f"{self._where} did not answer within storeTimeout={self._budget}s"
             ) from None
-        except (RedisError, OSError) as exc:
+        except (RedisError, OSError, _Refused) as exc:
             _drop(conn)
             self._mark_down(str(exc) or type(exc).__name__)
             raise StoreUnavailable(f"{self._where}: {exc}") from exc
@@ -223,9 +278,7 @@ class RedisStore:
             if self._idle:
                 return self._idle.pop(), False
         conn = self._connection_class(**self._kwargs)
-        left = _left(deadline)
-        conn.socket_connect_timeout = left
-        conn.socket_timeout = left
+        conn.deadline = deadline  # type: ignore[attr-defined]  # see _bounded
         try:
             conn.connect()  # type: ignore[no-untyped-call]
         except BaseException:
@@ -239,9 +292,11 @@ class RedisStore:
         deadline: float,
         commands: list[tuple[Any, ...]],
         *,
+        limit: int = _SMALL_REPLY,
         fresh: bool = False,
     ) -> list[Any]:
-        """Send `commands` in one write and read their replies, all within `deadline`."""
+        """Send `commands` in one write and read their replies, all within `deadline`
+        and `limit` bytes of replies (besides the prelude's small ones)."""
         prelude: list[tuple[Any, ...]] = []
         if fresh:
             if self._password:
@@ -249,23 +304,152 @@ class RedisStore:
                 prelude.append(("AUTH", *auth))
             if self._db:
                 prelude.append(("SELECT", self._db))
-        # Bounds the write as well as the reads (a full socket buffer must not hang us).
-        conn.update_current_socket_timeout(_left(deadline))
-        packed = conn.pack_commands(prelude + commands)  # type: ignore[no-untyped-call]
-        conn.send_packed_command(packed, check_health=False)  # type: ignore[no-untyped-call]
-        replies = []
-        for _ in range(len(prelude) + len(commands)):
-            try:
-                replies.append(conn.read_response(timeout=_left(deadline)))
-            except RedisError:
-                if time.monotonic() >= deadline:
-                    raise _Deadline from None
-                raise
-        return replies[len(prelude) :]
+        sock = conn._sock  # redis-py connects, we read
+        if sock is None:
+            raise ConnectionError("not connected")
+        packed = conn.pack_commands(prelude + commands)
+        try:
+            # sendall's timeout bounds the whole write (a full socket buffer must not hang us).
+            sock.settimeout(_left(deadline))
+            sock.sendall(b"".join(packed))
+            replies = _Replies(sock, deadline, limit + _SMALL_REPLY * len(prelude))
+            answers = [replies.read() for _ in range(len(prelude) + len(commands))]
+        except TimeoutError:
+            raise _Deadline from None
+        for answer in answers[: len(prelude)]:
+            _ok(answer)
+        return answers[len(prelude) :]
 
     def _mark_down(self, reason: str) -> None:
         self._down_reason = reason
         self._down_until = time.monotonic() + self._retry_after
+
+
+class _Replies:
+    """RESP2 replies read off `sock` within `deadline` and a budget of `limit` bytes.
+
+    The budget is checked against each length a reply declares before anything of it is
+    read: a `$10000000000` bulk or a `*999999999` array is refused from its header.
+    """
+
+    def __init__(self, sock: Any, deadline: float, limit: int) -> None:
+        self._sock = sock
+        self._deadline = deadline
+        self._left = limit
+        self._buffer = bytearray()
+
+    def read(self, depth: int = 0) -> Any:
+        line = self._line()
+        kind, body = line[:1], bytes(line[1:])
+        if kind == b"+":
+            return body
+        if kind == b"-":
+            return _Error(body)
+        if kind == b":":
+            return self._number(body)
+        if kind == b"$":
+            size = self._number(body)
+            if size < 0:
+                return None
+            self._spend(size + 2)
+            data = self._take(size + 2)
+            if data[-2:] != b"\r\n":
+                raise _Refused("malformed bulk reply")
+            return data[:-2]
+        if kind == b"*":
+            count = self._number(body)
+            if count < 0:
+                return None
+            if depth >= _MAX_DEPTH:
+                raise _Refused("reply nested too deeply")
+            self._check(3 * count)  # the least each element takes (`+` CR LF)
+            return [self.read(depth + 1) for _ in range(count)]
+        raise _Refused(f"not a RESP2 reply: {bytes(line[:40])!r}")
+
+    def _check(self, size: int) -> None:
+        if size > self._left:
+            raise _Refused(f"a reply of {size} bytes or more refused (larger than any record)")
+
+    def _spend(self, size: int) -> None:
+        self._check(size)
+        self._left -= size
+
+    def _number(self, body: bytes) -> int:
+        if not body or len(body) > 20 or not body.lstrip(b"-").isdigit():
+            raise _Refused(f"malformed length or number in reply: {body[:40]!r}")
+        return int(body)
+
+    def _line(self) -> bytearray:
+        start = 0
+        while True:
+            end = self._buffer.find(b"\r\n", start)
+            if end >= 0:
+                self._spend(end + 2)
+                line = self._buffer[:end]
+                del self._buffer[: end + 2]
+                return line
+            start = max(len(self._buffer) - 1, 0)
+            self._check(len(self._buffer) + 1)
+            self._fill()
+
+    def _take(self, size: int) -> bytes:
+        while len(self._buffer) < size:
+            self._fill()
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
+    def _fill(self) -> None:
+        self._sock.settimeout(_left(self._deadline))
+        data = self._sock.recv(65536)
+        if not data:
+            raise ConnectionError("Redis closed the connection")
+        self._buffer += data
+
+
+def _ok(reply: Any) -> None:
+    if isinstance(reply, _Error):
+        raise _Refused(reply.decode(errors="replace"))
+
+
+def _items(reply: Any) -> list[Any]:
+    return reply if isinstance(reply, list) else []
+
+
+def _pair(reply: Any) -> tuple[bytes, list[bytes]]:
+    """SCAN's [cursor, [keys]]."""
+    if (
+        isinstance(reply, list)
+        and len(reply) == 2
+        and isinstance(reply[0], bytes)
+        and isinstance(reply[1], list)
+        and all(isinstance(k, bytes) and not isinstance(k, _Error) for k in reply[1])
+    ):
+        return reply[0], reply[1]
+    _ok(reply)
+    raise _Refused("SCAN answered something else than [cursor, keys]")
+
+
+_BOUNDED: dict[type, type[AbstractConnection]] = {}
+
+
+def _bounded(cls: type[AbstractConnection]) -> type[AbstractConnection]:
+    """`cls` with its socket timeouts read from the deadline of the call that opened it:
+    redis-py sets the connect timeout before the TCP connect and the TLS handshake's
+    after it, so together they stay within one budget instead of one each."""
+    found = _BOUNDED.get(cls)
+    if found is None:
+
+        def left(self: Any) -> float:
+            return max(float(self.deadline) - time.monotonic(), 0.001)
+
+        timeout = property(left, lambda self, value: None)
+        found = _BOUNDED[cls] = type(
+            f"Bounded{cls.__name__}",
+            (cls,),
+            {"deadline": 0.0, "socket_timeout": timeout, "socket_connect_timeout": timeout},
+        )
+    return found
 
 
 def _left(deadline: float) -> float:
@@ -295,17 +479,13 @@ def _glob_escape(raw: bytes) -> bytes:
 def from_url(url: str, config: Config) -> RedisStore:
     """`redis://[[user]:password@]host[:port][/db][?prefix=...&retry_after=5]`, or `rediss://`.
 
-    Without a password in the URL, REDIS_PASSWORD is used when set. Other query
-    parameters (e.g. `ssl_ca_certs`, `ssl_cert_reqs` for rediss://) go to redis-py.
+    Without a password in the URL, REDIS_PASSWORD is used when set. rediss:// also takes
+    redis-py's TLS settings (`ssl_ca_certs`, `ssl_cert_reqs`, ...; see _TLS_PARAMS).
     """
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
     own = {k: v for k, v in query if k in _OWN_PARAMS}
-    for name, _ in query:
-        if name in _NOT_ALLOWED:
-            raise ConfigError(
-                f"state URL: {name} is not accepted; the budget is the config key storeTimeout"
-            )
+    _check_params([name for name, _ in query], parts.scheme)
     db = parts.path.strip("/")
     if db and not db.isdigit():
         # redis-py would quietly use database 0: a typo must not merge two fleets' state.
@@ -320,8 +500,8 @@ def from_url(url: str, config: Config) -> RedisStore:
         retry_after = float(own.get("retry_after", DEFAULT_RETRY_AFTER))
     except ValueError:
         raise ConfigError("state URL: retry_after must be a number of seconds") from None
-    if retry_after < 0:
-        raise ConfigError("state URL: retry_after must be 0 or more")
+    if not 0 <= retry_after <= 3600:  # also refuses nan and inf
+        raise ConfigError("state URL: retry_after must be 0 to 3600 seconds")
     host = kwargs.get("host", "localhost")
     port = kwargs.get("port", 6379)
     return RedisStore(
@@ -331,6 +511,21 @@ def from_url(url: str, config: Config) -> RedisStore:
         retry_after=retry_after,
         where=f"{parts.scheme} at {host}:{port}",
     )
+
+
+def _check_params(names: list[str], scheme: str) -> None:
+    for name in names:
+        if name in _NOT_ALLOWED:
+            raise ConfigError(
+                f"state URL: {name} is not accepted; the budget is the config key storeTimeout"
+            )
+        if name in _TLS_PARAMS and scheme != "rediss":
+            raise ConfigError(f"state URL: {name} is a TLS setting; it needs rediss://")
+        if name not in _OWN_PARAMS and name not in _TLS_PARAMS:
+            known = ", ".join(_OWN_PARAMS + (_TLS_PARAMS if scheme == "rediss" else ()))
+            raise ConfigError(f"state URL: unknown parameter {name[:100]!r} (known: {known})")
+    if len(set(names)) < len(names):
+        raise ConfigError("state URL: a parameter is given twice")
 
 
 def _redact(url: str) -> str:
