@@ -60,6 +60,22 @@ def test_bad_urls_fail_loudly(url: str) -> None:
         store_from_url(url, Config())
 
 
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("redis://127.0.0.1:6379/0?retry_afer=5", "unknown parameter 'retry_afer'"),
+        ("redis://127.0.0.1:6379/0?client_name=x", "unknown parameter 'client_name'"),
+        ("redis://127.0.0.1:6379/0?ssl_ca_certs=/ca.pem", "ssl_ca_certs is a TLS setting"),
+        ("rediss://127.0.0.1:6379/0?ssl_cert_reqs=bogus", "Requirements Flag: bogus"),
+        ("redis://127.0.0.1:6379/0?retry_after=nan", "retry_after"),
+        ("redis://127.0.0.1:6379/0?prefix=a&prefix=b", "given twice"),
+    ],
+)
+def test_urls_that_could_never_work_fail_at_load_naming_the_problem(url: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        store_from_url(url, Config())
+
+
 def test_bad_url_error_hides_the_password() -> None:
     with pytest.raises(ConfigError) as caught:
         store_from_url("redis://:hunter2@127.0.0.1:6379/x", Config())
