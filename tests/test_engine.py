@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import json
 import re
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -368,3 +370,31 @@ def test_denial_texts_read_right_for_a_limit_of_one() -> None:
     for text in texts:
         assert not re.search(r"\b1 (time|call|tool call|identical call)s\b", text), text
         assert "1, limit: 1)" in text  # the count and the limit are still said
+
+
+def test_large_limits_count_exactly() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=100, window=100))
+    decisions = [breaker.check("a", "t", {}) for _ in range(101)]
+    assert [(d.allowed, d.count, d.limit) for d in decisions[:100]] == [
+        (True, n, 100) for n in range(1, 101)
+    ]
+    assert (decisions[100].kind, decisions[100].count) == ("duplicate", 100)
+
+
+def test_building_a_breaker_does_not_grow_with_its_limits() -> None:
+    # In a child held to 512 MiB: building anything per possible count would run out of
+    # memory (or time) long before 10**9.
+    code = (
+        "import resource, time\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))\n"
+        "from dsh_circuit_breaker import CircuitBreaker, Config\n"
+        "start = time.perf_counter()\n"
+        "breaker = CircuitBreaker(Config(duplicate_limit=10**9, window=10**9))\n"
+        "built = time.perf_counter() - start\n"
+        "counts = [breaker.check('a', 't', {}).count for _ in range(3)]\n"
+        "print(built, counts)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    built, counts = out.stdout.split(" ", 1)
+    assert float(built) < 0.5 and counts.strip() == "[1, 2, 3]"

@@ -84,9 +84,10 @@ class CircuitBreaker:
         self.store: Store = state
         self._ignore = frozenset(self.config.ignore_args)
         self._objects: ObjectKeys | None = None  # built on the first agent object
-        # Allowed decisions differ only in their count: build them once, not per call.
+        # Allowed decisions differ only in their count: build the common ones once, not
+        # per call (and not per possible count: start-up must not grow with the limit).
         limit = self.config.duplicate_limit
-        self._allowed = [Decision(True, None, None, n, limit) for n in range(limit + 1)]
+        self._allowed = [Decision(True, None, None, n, limit) for n in range(min(limit, 64) + 1)]
 
     def check(self, agent: Any, tool: str, arguments: Any) -> Decision:
         """Allow or deny one call of `tool` with `arguments` by `agent` (an object or an id)."""
@@ -99,7 +100,9 @@ class CircuitBreaker:
                 return ALLOW
             verdict = self._decide(self._state_key(agent), key)
             if verdict.kind is None:
-                return self._allowed[verdict.seen]
+                if verdict.seen < len(self._allowed):
+                    return self._allowed[verdict.seen]
+                return Decision(True, None, None, verdict.seen, verdict.limit)
             if verdict.first_of_kind and config.incident_log:
                 self._report(agent, tool, verdict, config.incident_log)
             return self._denial(tool, verdict.kind, verdict.seen, verdict.limit)
