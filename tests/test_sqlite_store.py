@@ -8,6 +8,7 @@ import logging
 import os
 import sqlite3
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError
 from dsh_circuit_breaker.paths import default_state_url
 from dsh_circuit_breaker.state import AgentState
 from dsh_circuit_breaker.stores import StoreUnavailable, store_from_url
-from dsh_circuit_breaker.stores.sqlite import SQLiteStore, path_from_url
+from dsh_circuit_breaker.stores.sqlite import EXPIRE_BATCH, SQLiteStore, path_from_url
 from hook_support import make_read_only
 
 SECRET = "hunter2-secret-argument-value"
@@ -171,3 +172,61 @@ def test_lock_wait_past_budget_fails_open_or_closed(tmp_path: Path) -> None:
         holder.execute("ROLLBACK")
         holder.close()
     assert CircuitBreaker(Config(), state=f"sqlite:///{path}").check("a", "t", {}).allowed
+
+
+def _expired_rows(path: Path, count: int) -> None:
+    """`count` agents idle for two weeks, as a busy machine leaves behind."""
+    record = AgentState().dumps()
+    long_ago = time.time() - 14 * 24 * 3600
+    with sqlite3.connect(path) as db:
+        db.executemany(
+            "INSERT INTO agents (agent, updated, state) VALUES (?, ?, ?)",
+            ((f"gone-{i}", long_ago, record) for i in range(count)),
+        )
+
+
+def test_expiry_deletes_a_few_rows_per_decision(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = SQLiteStore(str(path))
+    store.transact("first", lambda s: None)
+    _expired_rows(path, 1000)
+    breaker = CircuitBreaker(Config(), state=store)
+    assert breaker.check("a", "t", {}).allowed
+    with sqlite3.connect(path) as db:
+        left = db.execute("SELECT count(*) FROM agents WHERE agent LIKE 'gone-%'").fetchone()[0]
+    assert left == 1000 - EXPIRE_BATCH
+    for i in range(1000 // EXPIRE_BATCH):
+        breaker.check("a", "t", {"i": i})
+    with sqlite3.connect(path) as db:
+        assert {r[0] for r in db.execute("SELECT agent FROM agents")} == {"first", "a"}
+    breaker.close()
+
+
+def test_mass_expiry_does_not_lock_out_concurrent_hooks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """16 hooks decide at once on a file holding 300,000 expired agents: none of them may
+    wait past its budget for the one that happens to sweep them."""
+    path = tmp_path / "state.db"
+    SQLiteStore(str(path)).transact("first", lambda s: None)
+    _expired_rows(path, 300_000)
+    config = Config(store_timeout=0.5)
+    breakers = [CircuitBreaker(config, state=f"sqlite:///{path}") for _ in range(16)]
+    barrier = threading.Barrier(16)
+    allowed: list[bool] = []
+
+    def hook(breaker: CircuitBreaker, n: int) -> None:
+        barrier.wait()
+        allowed.append(breaker.check("shared", "t", {"n": n}).allowed)
+
+    threads = [threading.Thread(target=hook, args=(b, n)) for n, b in enumerate(breakers)]
+    with caplog.at_level(logging.WARNING, "dsh_circuit_breaker"):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    assert allowed == [True] * 16
+    assert "unavailable" not in caplog.text  # no "database is locked"
+    assert dict(breakers[0].store.agents())["shared"].calls == 16  # every one was counted
+    for breaker in breakers:
+        breaker.close()

@@ -41,6 +41,11 @@ _SCHEMA = (
     " agent TEXT PRIMARY KEY, updated REAL NOT NULL, state BLOB NOT NULL)",
     "CREATE INDEX IF NOT EXISTS agents_updated ON agents (updated)",
 )
+EXPIRE_BATCH = 64
+_EXPIRE = (
+    "DELETE FROM agents WHERE rowid IN"
+    f" (SELECT rowid FROM agents WHERE updated < ? LIMIT {EXPIRE_BATCH})"
+)
 
 
 def path_from_url(url: str) -> str:
@@ -108,9 +113,12 @@ class SQLiteStore:
                     "INSERT OR REPLACE INTO agents (agent, updated, state) VALUES (?, ?, ?)",
                     (agent, now, state.dumps()),
                 )
-                # Expired rows go in the same transaction: the index makes this a
-                # range probe, and the file never grows with agents long gone.
-                db.execute("DELETE FROM agents WHERE updated < ?", (now - self.expiry,))
+                # Expired rows go in the same transaction, a few at a time: the index
+                # makes this a short range probe, so no decision holds the write lock for
+                # long however many agents expired at once (a million rows in one DELETE
+                # take seconds, and every other hook would give up waiting). The file
+                # still never grows with agents long gone: a decision adds one row at most.
+                db.execute(_EXPIRE, (now - self.expiry,))
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
