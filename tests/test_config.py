@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker import Config, ConfigError
+from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError
 
 
 def test_defaults_match_spec() -> None:
@@ -65,6 +66,21 @@ def test_empty_incident_log_means_off() -> None:
         ({"duplicateLimt": 6}, "duplicateLimt"),
         ({"idleExpirySeconds": 0}, "idleExpirySeconds"),
         ({"storeTimeout": 0}, "storeTimeout"),
+        # Values that used to pass load and then switch the breaker off (issue 11).
+        ({"storeTimeout": float("nan")}, "storeTimeout"),
+        ({"storeTimeout": float("inf")}, "storeTimeout"),
+        ({"storeTimeout": 2147484}, "storeTimeout"),  # past SQLite's busy-timeout range
+        ({"storeTimeout": 3601}, "storeTimeout"),
+        ({"idleExpirySeconds": 9_223_372_036_854_776}, "idleExpirySeconds"),  # Redis's TTL
+        ({"idleExpirySeconds": 10**400}, "idleExpirySeconds"),  # a float timestamp
+        ({"denyMessage": "{tool:d}"}, "cannot be rendered"),
+        ({"denyMessage": {"cap": "{count:s}"}}, "cannot be rendered"),
+        ({"denyMessage": "{tool:*^2000000000}"}, "width or precision above 100"),
+        ({"denyMessage": "{count:>100000000}"}, "width or precision above 100"),
+        ({"denyMessage": "{count:.1000f}"}, "width or precision above 100"),
+        ({"denyMessage": "{count:>" + "9" * 5000 + "}"}, "width or precision above 100"),
+        ({"denyMessage": "{tool:{count}}"}, "nested placeholder"),
+        ({"denyMessage": "{tool:>100}" * 300}, "renders to"),
     ],
 )
 def test_bad_config_fails_naming_the_key(mapping: dict[str, Any], named: str) -> None:
@@ -94,3 +110,42 @@ def test_direct_construction_is_validated_too() -> None:
 
 def test_literal_braces_are_allowed_in_messages() -> None:
     assert Config(deny_message="{{json}} {tool}").deny_message == "{{json}} {tool}"
+
+
+def test_format_specs_within_bounds_still_work() -> None:
+    config = Config(deny_message="[{tool:>8}] {count:03d}/{limit:<4}| {kind!r:.3}")
+    breaker = CircuitBreaker(config.replace(duplicate_limit=1, window=1))
+    breaker.check("a", "bash", {})
+    assert breaker.check("a", "bash", {}).message == "[    bash] 001/1   | 'du"
+
+
+def test_hostile_format_spec_is_refused_at_once() -> None:
+    started = time.monotonic()
+    with pytest.raises(ConfigError):
+        Config(deny_message="{tool:*^2000000000}")  # rendering it took 16 s and 3.8 GB
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_long_tool_name_is_cut_in_the_message() -> None:
+    breaker = CircuitBreaker(Config(duplicate_limit=1, window=1))
+    tool = "t" * 1_000_000
+    breaker.check("a", tool, {})
+    message = breaker.check("a", tool, {}).message
+    assert message is not None and len(message) < 1000 and "t" * 199 + "\u2026" in message
+
+
+def test_errors_show_huge_values_cut_short() -> None:
+    # A YAML alias bomb builds a value like this: a few objects, shared, each repeated.
+    bomb: Any = ["lol"] * 9
+    for _ in range(9):
+        bomb = [bomb] * 9
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        Config.from_mapping({"exempt": bomb})
+    assert len(str(caught.value)) < 300 and time.monotonic() - started < 0.5
+    with pytest.raises(ConfigError) as caught:
+        Config.from_mapping({"x" * 10_000_000: 1})
+    assert len(str(caught.value)) < 1000
+    with pytest.raises(ConfigError) as caught:
+        Config.from_mapping({"idleExpirySeconds": 10**5000})
+    assert len(str(caught.value)) < 300

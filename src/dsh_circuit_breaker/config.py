@@ -16,6 +16,15 @@ DEFAULT_IGNORE_ARGS = ("description", "explanation", "reason", "thought", "purpo
 PLACEHOLDERS = frozenset({"tool", "count", "limit", "kind"})
 KINDS = ("duplicate", "cap")
 SEVEN_DAYS = 7 * 24 * 3600
+# Upper bounds, so that no accepted value switches the breaker off later: past an hour a
+# budget no longer bounds anything (and SQLite's busy timeout overflows at ~24.8 days);
+# past a century an expiry no longer fits Redis's TTL or a float timestamp.
+MAX_STORE_TIMEOUT = 3600.0
+MAX_IDLE_EXPIRY = 100 * 365 * 24 * 3600
+# A denyMessage placeholder may pad or cut to this many characters at most, and a
+# rendered message may be this long (rendered once at load with the longest values).
+MAX_SPEC_NUMBER = 100
+MAX_MESSAGE = 20_000
 
 # field -> (default, accepted types). The order is the order of Config's keyword arguments.
 _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
@@ -120,13 +129,19 @@ class Config:
             raise _error(
                 "max_calls_per_agent", f"must be 0 (off) or more, got {self.max_calls_per_agent}"
             )
-        if self.idle_expiry_seconds < 1:
+        if not 1 <= self.idle_expiry_seconds <= MAX_IDLE_EXPIRY:
             raise _error(
-                "idle_expiry_seconds", f"must be at least 1, got {self.idle_expiry_seconds}"
+                "idle_expiry_seconds",
+                f"must be 1 to {MAX_IDLE_EXPIRY} (100 years), "
+                f"got {shown(self.idle_expiry_seconds)}",
             )
-        if self.store_timeout <= 0:
-            raise _error("store_timeout", f"must be above 0, got {self.store_timeout}")
-        _check_messages(self.deny_message)
+        if not 0 < self.store_timeout <= MAX_STORE_TIMEOUT:  # also refuses nan
+            raise _error(
+                "store_timeout",
+                f"must be above 0 and at most {MAX_STORE_TIMEOUT:g} seconds, "
+                f"got {shown(self.store_timeout)}",
+            )
+        _check_messages(self.deny_message, max(self.duplicate_limit, self.max_calls_per_agent))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Config is immutable; use .replace({name}=...)")
@@ -160,7 +175,7 @@ class Config:
             name = _KEYS.get(key) if isinstance(key, str) else None
             if name is None:
                 known = ", ".join(sorted(_camel(n) for n in _FIELDS))
-                raise ConfigError(f"unknown config key {key!r} (known keys: {known})")
+                raise ConfigError(f"unknown config key {shown(key)} (known keys: {known})")
             if name in values:
                 raise ConfigError(f"config key {_camel(name)} given twice")
             values[name] = value
@@ -202,38 +217,87 @@ def _check_type(name: str, value: Any) -> None:
     is_bool_for_number = isinstance(value, bool) and bool not in allowed
     if is_bool_for_number or not isinstance(value, allowed):
         wanted = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
-        raise _error(name, f"must be {wanted}, got {type(value).__name__} {value!r}")
+        raise _error(name, f"must be {wanted}, got {type(value).__name__} {shown(value)}")
     if isinstance(value, (tuple, list)):
         for item in value:
             if not isinstance(item, str) or not item:
-                raise _error(name, f"must be a list of tool or argument names, got {item!r}")
+                raise _error(name, f"must be a list of tool or argument names, got {shown(item)}")
 
 
-def _check_messages(message: str | Mapping[str, str] | None) -> None:
+def shown(value: Any) -> str:
+    """`repr(value)`, cut short: an error message must not print, or even build, a huge
+    value (a YAML alias bomb's repr runs to hundreds of megabytes)."""
+    import reprlib  # only on an error path
+
+    cut = reprlib.Repr()
+    cut.maxlevel, cut.maxstring, cut.maxother, cut.maxlong = 2, 80, 80, 40
+    cut.maxlist = cut.maxtuple = cut.maxdict = cut.maxset = 4
+    try:
+        text = cut.repr(value)
+    except Exception:  # e.g. an int past str()'s digit limit
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _check_messages(message: str | Mapping[str, str] | None, largest: int) -> None:
     if message is None:
         return
     if isinstance(message, str):
-        _check_template(message)
+        _check_template(message, largest)
         return
     for kind, text in message.items():
         if kind not in KINDS:
-            raise _error("deny_message", f"unknown kind {kind!r} (use 'duplicate' and 'cap')")
+            raise _error("deny_message", f"unknown kind {shown(kind)} (use 'duplicate' and 'cap')")
         if not isinstance(text, str):
             raise _error("deny_message", f"{kind} must be a string, got {type(text).__name__}")
-        _check_template(text)
+        _check_template(text, largest)
 
 
-def _check_template(text: str) -> None:
+def _check_template(text: str, largest: int) -> None:
+    """Valid placeholders only, with small widths, and a render that works and stays
+    short: `{tool:d}` would make every denial an internal error, `{count:>100000000}`
+    a 100 MB message."""
     import string  # only for a custom message; it pulls in `re`
 
     try:
         parsed = list(string.Formatter().parse(text))
     except ValueError as exc:
         raise _error("deny_message", f"is not a valid template: {exc}") from None
-    for _, name, _, _ in parsed:
-        if name is not None and name not in PLACEHOLDERS:
+    for _, name, spec, _ in parsed:
+        if name is None:
+            continue
+        if name not in PLACEHOLDERS:
             known = ", ".join("{" + p + "}" for p in sorted(PLACEHOLDERS))
-            raise _error("deny_message", f"unknown placeholder {{{name}}} (known: {known})")
+            raise _error("deny_message", f"unknown placeholder {shown(name)} (known: {known})")
+        if spec and ("{" in spec or any(n > MAX_SPEC_NUMBER for n in _numbers(spec))):
+            raise _error(
+                "deny_message",
+                f"placeholder {shown(name + ':' + spec)}: a width or precision above "
+                f"{MAX_SPEC_NUMBER}, or a nested placeholder, is not accepted",
+            )
+    from .messages import MAX_TOOL, render
+
+    try:  # the longest values a denial can carry
+        rendered = render(text, "t" * MAX_TOOL, "unavailable", largest, largest)
+    except (ValueError, TypeError) as exc:
+        raise _error("deny_message", f"cannot be rendered: {exc}") from None
+    if len(rendered) > MAX_MESSAGE:
+        raise _error(
+            "deny_message", f"renders to {len(rendered)} characters (at most {MAX_MESSAGE})"
+        )
+
+
+def _numbers(spec: str) -> list[int]:
+    """The runs of digits in a format spec (fill, width, precision), capped in length so
+    that a run of a million digits costs nothing to read."""
+    runs, run = [], ""
+    for char in spec + " ":
+        if char.isdigit():
+            run += char
+        elif run:
+            runs.append(int(run[:6]) if len(run) <= 6 else MAX_SPEC_NUMBER + 1)
+            run = ""
+    return runs
 
 
 class _ToolMatcher:

@@ -27,5 +27,11 @@ DEFAULT_MESSAGES = {
 }
 
 
+# A tool name is the harness's to choose: in a message it is cut to this many characters.
+MAX_TOOL = 200
+
+
 def render(template: str, tool: str, kind: str, count: int, limit: int) -> str:
+    if len(tool) > MAX_TOOL:
+        tool = tool[: MAX_TOOL - 1] + "\u2026"
     return template.format(tool=tool, kind=kind, count=count, limit=limit)
