@@ -133,8 +133,10 @@ def test_is_ours_recognizes_only_our_hook() -> None:
 
 
 def test_hook_command_runs_through_a_shell(tmp_path: Path) -> None:
-    command = hs.hook_command(str(tmp_path / "c f.json"), "sqlite:////tmp/a b.db")
-    assert _doctor.options_of(command) == (str(tmp_path / "c f.json"), "sqlite:////tmp/a b.db")
+    # Not in /tmp itself: a directory other users can write is refused as a state directory.
+    state = f"sqlite:///{tmp_path}/a b.db"
+    command = hs.hook_command(str(tmp_path / "c f.json"), state)
+    assert _doctor.options_of(command) == (str(tmp_path / "c f.json"), state)
     (tmp_path / "c f.json").write_text('{"duplicateLimit": 1}')
     env = hook_env(tmp_path)
     event = json.dumps(pre_tool_use(session="quoted"))
@@ -146,7 +148,6 @@ def test_hook_command_runs_through_a_shell(tmp_path: Path) -> None:
     ]
     assert [o.returncode for o in outs] == [0, 0]
     assert [denial(o.stdout) is None for o in outs] == [True, False]
-    Path("/tmp/a b.db").unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize("target", ["claude-code", "codex"])

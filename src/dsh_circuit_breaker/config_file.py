@@ -17,7 +17,10 @@ or in a list of rows:
         duplicateLimit: 6
 
 An explicitly named file that is missing, unreadable or invalid is a `ConfigError`;
-nothing ever falls back silently to the defaults.
+nothing ever falls back silently to the defaults. So is one that is not a regular file
+(a FIFO would hang every call, /dev/zero eat all memory), one larger than
+MAX_CONFIG_BYTES, and one holding more than MAX_VALUES values once YAML's aliases are
+expanded (an alias bomb of a few hundred bytes stands for billions).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .config import Config, ConfigError
+from .config import Config, ConfigError, shown
 from .paths import user_config_dir
 
 TYPE_CHECKING = False
@@ -36,6 +39,8 @@ ENV_CONFIG = "DSH_CIRCUIT_BREAKER_CONFIG"
 ENV_STATE = "DSH_CIRCUIT_BREAKER_STATE"
 ROW_IDS = ("circuit-breaker", "dsh-circuit-breaker")
 EXTENSIONS = ("toml", "json", "yaml", "yml")
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_VALUES = 100_000
 
 
 class Loaded:
@@ -129,9 +134,12 @@ def load_config(path: str | None = None, *, base: Config | None = None) -> Confi
 
 def read_mapping(path: str) -> dict[str, Any]:
     """The breaker's mapping in a file (a patch row's `config`, if it is a patch row)."""
+    from .files import Unsafe, read_regular
+
     try:
-        with open(os.path.expanduser(path), "rb") as handle:
-            raw = handle.read()
+        raw = read_regular(os.path.expanduser(path), MAX_CONFIG_BYTES)
+    except Unsafe as exc:
+        raise ConfigError(f"config file not read: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
     data = _parse(path, raw)
@@ -172,7 +180,7 @@ def _build(mapping: dict[str, Any], base: Config | None) -> tuple[Config, str | 
     values = dict(mapping)
     state = values.pop("state", None)
     if state is not None and (not isinstance(state, str) or "://" not in state):
-        raise ConfigError(f"config key state: must be a state URL, got {state!r}")
+        raise ConfigError(f"config key state: must be a state URL, got {shown(state)}")
     return Config.from_mapping(values, base=base), state
 
 
@@ -182,7 +190,7 @@ def _parse(path: str, raw: bytes) -> Any:
         if ext == "toml":
             return _toml().loads(raw.decode("utf-8"))
         if ext in ("yaml", "yml"):
-            return _yaml().safe_load(raw)
+            return _counted(_yaml().safe_load(raw), path)
         import json
 
         return json.loads(raw)
@@ -191,6 +199,23 @@ def _parse(path: str, raw: bytes) -> Any:
     except Exception as exc:  # each parser has its own error class
         kind = {"toml": "TOML", "yaml": "YAML", "yml": "YAML"}.get(ext, "JSON")
         raise ConfigError(f"{path} is not valid {kind}: {exc}") from None
+
+
+def _counted(data: Any, path: str) -> Any:
+    """`data`, if it holds at most MAX_VALUES values counting every alias's copy: a
+    walk that stops at the limit, so it costs no more than a file without aliases."""
+    stack, seen = [data], 0
+    while stack:
+        value = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise ConfigError(f"{path} holds more than {MAX_VALUES} values (YAML aliases?)")
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return data
 
 
 def _toml() -> Any:

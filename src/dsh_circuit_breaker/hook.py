@@ -95,8 +95,10 @@ def _ensure_parent(path: str) -> None:
     # URL never creates; a denial must still reach the log.
     directory = os.path.dirname(os.path.expanduser(path))
     if directory and not os.path.isdir(directory):
+        from .files import private_directory
+
         try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
+            private_directory(directory)  # 0700, its missing parents too, whatever the umask
         except OSError as exc:  # the append reports it too; the decision stands
             say(f"cannot create {directory}: {exc}")
 

@@ -28,9 +28,14 @@ def incident_line(kind: str, tool: str, count: int, limit: int, who: dict[str, A
 
 def append_incident(path: str, line: bytes) -> bool:
     """Append one line; never raises. One O_APPEND write per line, so concurrent
-    appenders (threads or processes) never interleave inside a line."""
+    appenders (threads or processes) never interleave inside a line. The log must be a
+    regular file of ours (not a symlink, not a FIFO) in a directory only we can write."""
+    from .files import check_directory, open_private
+
     try:
-        fd = os.open(os.path.expanduser(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        path = os.path.expanduser(path)
+        check_directory(os.path.dirname(os.path.abspath(path)))
+        fd = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             written = os.write(fd, line)
         finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..config import Config, ConfigError
+from ..config import Config, ConfigError, shown
 from .memory import MemoryStore
 from .unavailable import StoreUnavailable
 
@@ -26,13 +26,19 @@ def store_from_url(url: str, config: Config | None = None) -> Store:
     config = config or Config()
     scheme, sep, _ = url.partition("://")
     if not sep:
-        raise ConfigError(f"state URL {url!r} has no scheme (use memory://, sqlite:///path, ...)")
+        raise ConfigError(
+            f"state URL {shown(url)} has no scheme (use memory://, sqlite:///path, ...)"
+        )
     if scheme == "memory":
+        if url != "memory://":
+            raise ConfigError(f"state URL {shown(url)}: memory:// takes no path or parameters")
         return MemoryStore()
     target = _SCHEMES.get(scheme)
     if target is None:
         known = ", ".join(["memory", *_SCHEMES])
-        raise ConfigError(f"state URL {url!r}: unknown scheme {scheme!r} (known: {known})")
+        raise ConfigError(
+            f"state URL {shown(url)}: unknown scheme {shown(scheme)} (known: {known})"
+        )
     module_name, _, attr = target.partition(":")
     # __import__ rather than importlib: one import fewer for every hook process.
     factory: Any = getattr(__import__(module_name, fromlist=[attr]), attr)

@@ -24,8 +24,9 @@ try:
 except ImportError:  # pragma: no cover - an interpreter without the split module
     import sqlite3  # type: ignore[no-redef,unused-ignore]
 
-from ..config import Config, ConfigError
-from ..paths import default_state_path
+from ..config import Config, ConfigError, shown
+from ..files import Unsafe, check_private, open_private, private_directory
+from ..paths import default_state_dir, default_state_path
 from ..state import AgentState
 from .unavailable import StoreUnavailable
 
@@ -53,17 +54,19 @@ def path_from_url(url: str) -> str:
     the path, so an absolute path makes four)."""
     scheme, sep, rest = url.partition("://")
     if scheme != "sqlite" or not sep:
-        raise ConfigError(f"not a sqlite URL: {url!r}")
-    rest = rest.partition("?")[0]
+        raise ConfigError(f"not a sqlite URL: {shown(url)}")
+    rest, mark, _ = rest.partition("?")
+    if mark:
+        raise ConfigError(f"state URL {shown(url)}: a sqlite URL takes no parameters")
     if rest == "":
         return default_state_path()
     if not rest.startswith("/"):
         raise ConfigError(
-            f"state URL {url!r}: use sqlite:///relative.db or sqlite:////absolute/path.db"
+            f"state URL {shown(url)}: use sqlite:///relative.db or sqlite:////absolute/path.db"
         )
     path = rest[1:]
     if not path:
-        raise ConfigError(f"state URL {url!r} names no file")
+        raise ConfigError(f"state URL {shown(url)} names no file")
     return os.path.expanduser(path)
 
 
@@ -157,7 +160,9 @@ class SQLiteStore:
         if self._db is not None:
             return self._db
         try:
-            _create_private(self.path)
+            _open_private(self.path)
+        except Unsafe as exc:
+            raise StoreUnavailable(f"state file not used: {exc}") from None
         except OSError as exc:
             raise StoreUnavailable(f"cannot create state file {self.path}: {exc}") from exc
         try:
@@ -195,13 +200,13 @@ class SQLiteStore:
         return db
 
 
-def _create_private(path: str) -> None:
-    """Create the directory (0700) and the file (0600) before SQLite does, so the state
-    is owner-only whatever the umask. SQLite gives its -wal and -shm files the same
-    permissions as the database file."""
-    if os.path.exists(path):
-        return
+def _open_private(path: str) -> None:
+    """Check (and create) the file and its directory before SQLite opens them: the
+    directory ours and writable by no one else (created 0700, whatever the umask), the
+    file ours, regular, not a symlink (created 0600); the -wal and -shm files SQLite
+    makes beside it, when they exist, likewise. Looser modes of ours are tightened."""
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.close(fd)
+    private_directory(directory, tighten=directory == default_state_dir())
+    os.close(open_private(path, os.O_RDWR | os.O_CREAT))
+    for side in ("-wal", "-shm"):
+        check_private(path + side)
