@@ -149,6 +149,23 @@ def test_bad_arguments_and_bad_config_allow(tmp_path: Path) -> None:
     assert (missing.returncode, missing.stdout, len(missing.stderr.splitlines())) == (0, "", 1)
 
 
+@pytest.mark.parametrize("how", ["--state", "environment", "config file"])
+def test_memory_state_is_refused_with_one_line(tmp_path: Path, how: str) -> None:
+    # Each hook is a new process: a memory:// store would never deny anything, silently.
+    env = hook_env(tmp_path)
+    args: list[str] = []
+    if how == "--state":
+        args = ["--state", "memory://"]
+    elif how == "environment":
+        env["DSH_CIRCUIT_BREAKER_STATE"] = "memory://"
+    else:
+        (tmp_path / "cb.json").write_text('{"state": "memory://"}')
+        args = ["--config", str(tmp_path / "cb.json")]
+    for done in [run_hook(pre_tool_use(), env, *args) for _ in range(2)]:
+        assert (done.returncode, done.stdout) == (0, "")
+        assert len(done.stderr.splitlines()) == 1 and "nothing would be counted" in done.stderr
+
+
 def test_config_file_and_state_url_options(tmp_path: Path) -> None:
     toml = tmp_path / "cb.toml"
     toml.write_text('duplicateLimit = 2\nwindow = 10\nincidentLog = ""\n')

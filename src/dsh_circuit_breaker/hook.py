@@ -109,6 +109,8 @@ _opened: list[Any] = []
 
 
 def _breaker(config: Config, url: str) -> Any:
+    if url.startswith("memory:"):
+        raise Malformed(f"state {url}: each hook is a new process, nothing would be counted")
     from .breaker import CircuitBreaker
 
     _close_opened()  # one open at a time, however often `handle` is called in-process
