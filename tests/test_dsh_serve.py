@@ -3,15 +3,20 @@ real subprocess the way the DSH plugin runs it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import resource
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker.dsh.serve import GuardServer
+from dsh_circuit_breaker.dsh.serve import MAX_REQUEST_BYTES, GuardServer
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 
 
@@ -155,3 +160,120 @@ def test_cli_rejects_a_bad_config_flag() -> None:
         timeout=30,
     )
     assert done.returncode == 2 and "window" in done.stderr
+
+
+def _serve(
+    chunks: Iterable[bytes], *extra: str, memory: int | None = None
+) -> tuple[list[dict[str, Any]], str, int]:
+    """A guard process fed `chunks` on stdin (then EOF), optionally held to `memory`
+    bytes of address space; its replies (parsed as strict JSON), stderr and exit code."""
+
+    def limit() -> None:
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dsh_circuit_breaker.cli", "serve", "--stdio", *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=limit,
+    )
+    stdin, proc.stdin = proc.stdin, None  # written by the thread below, not communicate()
+    assert stdin is not None
+
+    def feed() -> None:
+        with contextlib.suppress(BrokenPipeError):
+            for chunk in chunks:
+                stdin.write(chunk)
+        with contextlib.suppress(BrokenPipeError):
+            stdin.close()
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        writer.join(timeout=10)
+    replies = [json.loads(line, parse_constant=_not_json) for line in out.splitlines()]
+    return replies, err.decode(), proc.returncode
+
+
+def _not_json(name: str) -> Any:
+    raise AssertionError(f"{name} in a reply is not JSON")
+
+
+def _line(request: dict[str, Any]) -> bytes:
+    return json.dumps(request).encode() + b"\n"
+
+
+def test_hello_never_echoes_nan_and_refuses_values_that_switch_the_breaker_off() -> None:
+    replies, _, code = _serve(
+        [
+            b'{"op": "hello", "id": 1, "config": {"storeTimeout": NaN}}\n',
+            b'{"op": "hello", "id": 2, "config": {"storeTimeout": 1e999}}\n',
+            b'{"op": "ping", "id": NaN}\n',
+            _line({"op": "ping", "id": 3}),
+        ]
+    )
+    assert code == 0  # every line above parsed as strict JSON
+    # NaN is not JSON: the request is refused (the plugin reports a hello without
+    # ok: true as a config error, with this text).
+    assert "ok" not in replies[0] and "NaN is not a number JSON allows" in replies[0]["error"]
+    # 1e999 is JSON, but parses as inf: refused by name.
+    assert replies[1]["ok"] is False and "storeTimeout" in replies[1]["error"]
+    assert replies[2]["allowed"] is True and "id" not in replies[2]
+    assert replies[3] == {"ok": True, "id": 3}
+
+
+def test_hello_reports_a_store_that_cannot_open(tmp_path: Path) -> None:
+    replies, stderr, _ = _serve(
+        [
+            _line({"op": "hello", "id": 1, "state": "sqlite:////proc/nope/x.db"}),
+            _line({"op": "hello", "id": 2, "state": f"sqlite:///{tmp_path}/ok.db"}),
+        ]
+    )
+    assert replies[0]["ok"] is True  # calls fail open (or closed): nothing fatal...
+    assert "state store unavailable" in replies[0]["warning"]  # ...but said at once
+    assert "/proc/nope" in stderr
+    assert replies[1]["ok"] is True and "warning" not in replies[1]
+
+
+def test_hello_refuses_a_state_url_that_can_never_work() -> None:
+    pytest.importorskip("redis")
+    replies, _, _ = _serve(
+        [_line({"op": "hello", "id": 1, "state": "redis://127.0.0.1:1/0?retry_afer=5"})]
+    )
+    assert replies[0]["ok"] is False and "unknown parameter 'retry_afer'" in replies[0]["error"]
+
+
+def test_hello_with_a_huge_limit_answers_at_once() -> None:
+    config = {"duplicateLimit": 10**7, "window": 10**7}
+    started = time.monotonic()
+    replies, _, _ = _serve([_line({"op": "hello", "id": 1, "config": config})])
+    assert replies[0]["ok"] is True and time.monotonic() - started < 10  # was 27.6 s
+
+
+def _overlong(size: int, ident: int) -> Iterator[bytes]:
+    """A check whose arguments make its line `size` bytes long; the id comes last."""
+    yield b'{"op": "check", "tool": "Write", "arguments": {"content": "'
+    chunk = b"x" * (1 << 20)
+    for _ in range(size >> 20):
+        yield chunk
+    yield b'"}, "id": %d}\n' % ident
+
+
+def test_overlong_request_line_gets_an_error_answer_and_the_guard_lives_on() -> None:
+    # Held to 256 MiB of address space: a 512 MiB line read whole would be a MemoryError.
+    size = 512 << 20
+    replies, stderr, code = _serve(
+        [*_overlong(size, 7), _line({"op": "ping", "id": 8})], memory=256 << 20
+    )
+    assert code == 0 and "Traceback" not in stderr
+    assert replies[0] == {
+        "allowed": True,
+        "error": f"request line longer than {MAX_REQUEST_BYTES} bytes, not judged",
+        "id": 7,
+    }
+    assert replies[1] == {"ok": True, "id": 8}

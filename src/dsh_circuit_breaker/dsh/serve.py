@@ -21,8 +21,17 @@ host whose agent has no id sends `anon` (its own stable key for the object) and
 `agentKeys` (the object's field names), which is what the incident log then carries.
 
 Bad input never crashes the process and never denies: a line that is not a request
-gets `{"allowed": true, "error": ...}`, with one warning on stderr. stdout carries
-only replies; warnings go to stderr, which the plugin forwards to the host's log.
+gets `{"allowed": true, "error": ...}`, with one warning on stderr. So does a line
+longer than MAX_REQUEST_BYTES, which is skipped without being held in memory (its reply
+carries the `id` that ends the line, if one does, as the plugin's requests do). Requests
+holding NaN or Infinity are refused, and no config value can be one, so every reply is
+strict JSON. stdout carries only replies; warnings go to stderr, which the plugin
+forwards to the host's log.
+
+A `hello` whose state store cannot be used right now (a path that cannot be created,
+Redis not answering) still answers `ok: true`, since each call then fails open (or
+closed, with failClosed) and a shared store may come back; the reply carries `warning`,
+and the same line goes to stderr.
 """
 
 from __future__ import annotations
@@ -38,8 +47,12 @@ from .._log import warn
 from .._version import __version__
 from ..breaker import CircuitBreaker
 from ..config import Config, ConfigError
+from ..stores import StoreUnavailable
 
 Reply = dict[str, Any]
+
+# A check carries the call's arguments: as much as a hook event may hold (hook.py).
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
 
 
 class _Unnamed(dict[str, None]):
@@ -68,7 +81,7 @@ class GuardServer:
         """The reply to one request line (None: no reply wanted)."""
         request: Any = None
         try:
-            request = json.loads(line)
+            request = json.loads(line, parse_constant=_no_constant)
             if not isinstance(request, dict):
                 raise ValueError("a request must be a JSON object")
             op = self._ops.get(request.get("op", "check"))
@@ -82,6 +95,21 @@ class GuardServer:
             return None
         if isinstance(request, dict) and "id" in request:
             reply["id"] = request["id"]
+        return reply
+
+    def oversized(self, tail: bytes) -> Reply:
+        """The reply to a line longer than MAX_REQUEST_BYTES, of which `tail` is the end."""
+        why = f"request line longer than {MAX_REQUEST_BYTES} bytes, not judged"
+        self._warn_once(f"{why}; allowed")
+        reply: Reply = {"allowed": True, "error": why}
+        _, found, value = tail.rstrip().rpartition(b'"id":')
+        if found and value.endswith(b"}"):
+            try:
+                ident = json.loads(value[:-1], parse_constant=_no_constant)
+            except ValueError:
+                return reply
+            if isinstance(ident, (int, str)):
+                reply["id"] = ident
         return reply
 
     def close(self) -> None:
@@ -110,12 +138,18 @@ class GuardServer:
                 raise ConfigError(f"state must be a URL string, got {type(state).__name__}")
             config = Config.from_mapping(raw)
             breaker = CircuitBreaker(config, state) if state else CircuitBreaker(config)
-        except Exception as exc:  # a store that cannot open is as fatal as a bad key
+        except Exception as exc:  # a state URL that can never work is as fatal as a bad key
             return {"ok": False, "error": str(exc) or type(exc).__name__}
+        reply: Reply = {"ok": True, "version": __version__, "config": config.to_mapping()}
+        try:
+            breaker.store.open()
+        except StoreUnavailable as exc:
+            reply["warning"] = f"state store unavailable ({exc})"
+            warn("dsh-circuit-breaker guard: %s", reply["warning"])
         old, self.breaker = self.breaker, breaker
         self._unnamed.clear()
         old.close()
-        return {"ok": True, "version": __version__, "config": config.to_mapping()}
+        return reply
 
     def _forget(self, request: dict[str, Any]) -> Reply | None:
         anon = request.get("anon")
@@ -151,13 +185,34 @@ def serve(server: GuardServer, stdin: BinaryIO, stdout: BinaryIO) -> None:
     """Answer requests until stdin closes (the host exited or let go of us)."""
     write = stdout.write
     flush = stdout.flush
-    for line in iter(stdin.readline, b""):
-        if not line.strip():
+    while True:
+        line = stdin.readline(MAX_REQUEST_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_REQUEST_BYTES and not line.endswith(b"\n"):
+            reply: Reply | None = server.oversized(_skip_line(stdin, line))
+        elif not line.strip():
             continue
-        reply = server.handle_line(line)
+        else:
+            reply = server.handle_line(line)
         if reply is not None:
             write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
             flush()
+
+
+def _skip_line(stdin: BinaryIO, start: bytes) -> bytes:
+    """Read past the rest of an overlong line, keeping only its last bytes."""
+    tail = start[-256:]
+    while not tail.endswith(b"\n"):
+        chunk = stdin.readline(65536)
+        if not chunk:
+            break
+        tail = (tail + chunk)[-256:]
+    return tail
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -22,6 +22,10 @@ class Store(Protocol):
 
     def transact(self, agent: str, step: Callable[[AgentState], T]) -> T: ...
 
+    def open(self) -> None:
+        """Make sure the store can be used now (open the file, reach the server), or
+        raise StoreUnavailable; the other methods open the store lazily anyway."""
+
     def reset(self, agent: str) -> None: ...
 
     def agents(self) -> Iterator[tuple[str, AgentState | None]]:

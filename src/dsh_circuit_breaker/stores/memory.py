@@ -32,6 +32,9 @@ class MemoryStore:
                 state = self._states[agent] = AgentState()
             return step(state)
 
+    def open(self) -> None:
+        pass
+
     def reset(self, agent: str) -> None:
         with self._lock:
             self._states.pop(agent, None)

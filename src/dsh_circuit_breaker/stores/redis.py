@@ -181,6 +181,12 @@ class RedisStore:
 
         return self._with_connection(run)
 
+    def open(self) -> None:
+        def run(conn: AbstractConnection, deadline: float, fresh: bool) -> None:
+            _ok(self._round_trip(conn, deadline, [("PING",)], fresh=fresh)[0])
+
+        self._with_connection(run)
+
     def reset(self, agent: str) -> None:
         key = self._key(agent)
 

@@ -131,6 +131,10 @@ class SQLiteStore:
             raise StoreUnavailable(f"sqlite {self.path}: {exc}") from exc
         return result
 
+    def open(self) -> None:
+        with self._lock:
+            self._connect()
+
     def reset(self, agent: str) -> None:
         try:
             with self._lock:
