@@ -309,7 +309,7 @@ def test_trickling_server_is_held_to_one_budget_for_the_whole_decision(caplog: A
     budget = 1.0
     record = bulk(AgentState().dumps())
     with (
-        HostileRedis(trickled(replacing(b"GET", record)), pace=0.05) as server,
+        HostileRedis(trickled(replacing(b"GET", record), only=b"GET"), pace=0.05) as server,
         caplog.at_level(logging.WARNING, logger="dsh_circuit_breaker"),
     ):
         decision, elapsed = _decide_in_time(server.url, Config(store_timeout=budget), 20)

@@ -37,11 +37,13 @@ def normal(command: list[bytes]) -> bytes:
     return _NORMAL.get(command[0].upper(), b"-ERR unknown command\r\n")
 
 
-def trickled(answer: Answer) -> Answer:
-    """`answer`'s replies, one byte per chunk."""
+def trickled(answer: Answer, only: bytes) -> Answer:
+    """`answer`'s reply to command `only` one byte per chunk, the others whole."""
 
-    def bytewise(command: list[bytes]) -> Iterator[bytes]:
+    def bytewise(command: list[bytes]) -> Iterable[bytes]:
         reply = b"".join(answer(command))
+        if command[0].upper() != only:
+            return [reply]
         return (reply[i : i + 1] for i in range(len(reply)))
 
     return bytewise
