@@ -94,8 +94,9 @@ def open_private(path: str, flags: int) -> int:
             raise Unsafe(f"{path} is a symbolic link; it is not followed") from None
         raise Unsafe(f"cannot open {path}: {exc.strerror or exc}") from None
     try:
-        _check_own(os.fstat(fd), path)
-        if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
+        info = os.fstat(fd)
+        _check_own(info, path)
+        if stat.S_IMODE(info.st_mode) & 0o077:
             os.fchmod(fd, 0o600)
     except BaseException:
         os.close(fd)
