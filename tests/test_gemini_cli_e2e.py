@@ -338,3 +338,26 @@ def test_cap_text_reaches_the_model(gemini: Path, tmp_path: Path) -> None:
         assert "This agent has made 3 tool calls, the limit is 3" in denied.text
     (incident,) = run.incident_lines()
     assert (incident["kind"], incident["count"], incident["limit"]) == ("cap", 3, 3)
+
+
+def test_a_hook_that_cannot_start_never_blocks(gemini: Path, tmp_path: Path) -> None:
+    # The environment the hook was installed from is gone: bash exits 127. Gemini CLI
+    # takes any exit status from 2 up as a denial (of the prompt, on BeforeAgent), which
+    # the installed command's `|| true` turns back into "no opinion".
+    run = Run(tmp_path)
+    gone = str(tmp_path / "removed-venv" / "bin" / "python")
+    run.settings.write_text(run.settings.read_text().replace(sys.executable, gone))
+    side = run.work / "side.txt"
+    with FakeGemini([shell(f"echo ran >> {side}", "run it"), "Done."]) as model:
+        run(model, "Run it once.")
+    assert side_lines(side) == ["ran"]
+    assert [r.is_error for r in model.tool_results()] == [False]
+    doctor = subprocess.run(
+        [sys.executable, "-m", "dsh_circuit_breaker.cli", "doctor", "gemini-cli"],
+        env=dict(run.env, PATH=f"{GEMINI.parent}{os.pathsep}{os.environ['PATH']}"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert doctor.returncode == 1 and "hook command warned on BeforeTool" in doctor.stdout
+    assert gone in doctor.stdout

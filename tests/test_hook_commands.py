@@ -135,6 +135,9 @@ def test_is_ours_recognizes_only_our_hook() -> None:
 def test_hook_command_runs_through_a_shell(tmp_path: Path) -> None:
     command = hs.hook_command(str(tmp_path / "c f.json"), "sqlite:////tmp/a b.db")
     assert _doctor.options_of(command) == (str(tmp_path / "c f.json"), "sqlite:////tmp/a b.db")
+    # Gemini CLI's entry ends in `|| true`: the options end where the shell takes over.
+    assert _doctor.options_of(f"{command} || true") == _doctor.options_of(command)
+    assert hs.is_ours(f"{command} || true")
     (tmp_path / "c f.json").write_text('{"duplicateLimit": 1}')
     env = hook_env(tmp_path)
     event = json.dumps(pre_tool_use(session="quoted"))

@@ -28,8 +28,9 @@ LABEL = "Gemini CLI"
 CLI = "gemini"
 CLI_PACKAGE = "@google/gemini-cli"
 # Its todo list, its question to the user, entering plan mode (exit_plan_mode is SPEC's
-# already), and the topic line it is told to update as it works.
-EXEMPT = ("write_todos", "ask_user", "enter_plan_mode", "update_topic")
+# already), the topic line it is told to update as it works, and the call by which a
+# subagent hands back its result (refused, a looping subagent could never end).
+EXEMPT = ("write_todos", "ask_user", "enter_plan_mode", "update_topic", "complete_task")
 # Besides run_shell_command's `description` (SPEC's already): the scheduling flag Gemini
 # CLI adds to tools' schemas, and the edit tool's prose restatement of its edit.
 ANNOTATION_ARGS = ("wait_for_previous", "instruction")
@@ -85,10 +86,13 @@ def probe_events(session: str) -> list[dict[str, Any]]:
 
 
 def with_ours(settings: dict[str, Any], command: str) -> dict[str, Any]:
+    """Our handler, its command ending in `|| true`: Gemini CLI takes any exit status
+    from 2 up, with stderr, as a denial, so a hook whose Python is gone (exit 127) would
+    refuse every tool call and every prompt. The hook itself always exits 0."""
     from . import _settings
 
     handler = {"name": HOOK_NAME, "timeout": _settings.HOOK_TIMEOUT * 1000}
-    return _settings.with_ours(settings, command, SETTINGS_EVENTS, handler)
+    return _settings.with_ours(settings, f"{command} || true", SETTINGS_EVENTS, handler)
 
 
 def gemini_home() -> Path:
