@@ -202,7 +202,7 @@ def test_probe_six_run_then_blocked(gemini: Path, tmp_path: Path) -> None:
         # The breaker's text, as the error of that call's functionResponse.
         assert blocked.raw["response"] == {"error": blocked.text}
         assert blocked.text.startswith(BLOCKED)
-        assert "already run 6 times (limit 6 identical calls)" in blocked.text
+        assert "as often as allowed (runs: 6, limit: 6)" in blocked.text
     assert run.incident_lines() == [
         {
             "time": run.incident_lines()[0]["time"],
@@ -335,7 +335,7 @@ def test_cap_text_reaches_the_model(gemini: Path, tmp_path: Path) -> None:
     assert [r.is_error for r in results] == [False] * 3 + [True] * 2
     for denied in results[3:]:
         assert denied.text.startswith(BLOCKED)
-        assert "This agent has made 3 tool calls, the limit is 3" in denied.text
+        assert "This agent has used up its tool calls (made: 3, limit: 3)" in denied.text
     (incident,) = run.incident_lines()
     assert (incident["kind"], incident["count"], incident["limit"]) == ("cap", 3, 3)
 
