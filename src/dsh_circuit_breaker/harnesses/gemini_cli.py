@@ -29,7 +29,8 @@ CLI = "gemini"
 CLI_PACKAGE = "@google/gemini-cli"
 # Its todo list, its question to the user, entering plan mode (exit_plan_mode is SPEC's
 # already), the topic line it is told to update as it works, and the call by which a
-# subagent hands back its result (refused, a looping subagent could never end).
+# subagent hands back its result (refused, a looping subagent would run on to its turn
+# limit and hand back nothing).
 EXEMPT = ("write_todos", "ask_user", "enter_plan_mode", "update_topic", "complete_task")
 # Besides run_shell_command's `description` (SPEC's already): the scheduling flag Gemini
 # CLI adds to tools' schemas, and the edit tool's prose restatement of its edit.
