@@ -8,19 +8,22 @@ percentile) of N rounds after a warm-up:
 - `python -c pass`                the baseline
 - `python -c "import _json, _sqlite3, _blake2"` the floor: the C modules a decision
   needs (canonical JSON, SQLite, the digest), with nothing of ours
-- hook, allowed                   a PreToolUse with a new call each time (store write)
+- hook, allowed                   a tool call with a new call each time (store write)
 - hook, denied                    the same call past its limit (store write + output)
-- hook, unguarded tool            TodoWrite: exempt, no store opened
+- hook, unguarded tool            the harness's first exempt tool (Claude Code's
+  TodoWrite): no store opened
 - hook via the console script     the allowed case through pip's `dsh-circuit-breaker`
   wrapper, which imports `re` first: why `install` writes `python -c ...` instead
 
-The hook rows run exactly the command `install claude-code` writes (harnesses/_settings.py).
+The hook rows run exactly the command `install NAME` writes (harnesses/_settings.py) for
+`--harness NAME` (default claude-code), on events in that harness's own shape (built from
+its doctor probe event).
 
 Bytecode is cached for every command alike (PYTHONPYCACHEPREFIX in a temp dir), as an
 installed wheel has it; with PYTHONDONTWRITEBYTECODE and an editable install every hook
 would recompile the package each time.
 
-    .venv/bin/python bench/hook_latency.py [--rounds 200]
+    .venv/bin/python bench/hook_latency.py [--rounds 200] [--harness gemini-cli]
 """
 
 from __future__ import annotations
@@ -34,8 +37,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from dsh_circuit_breaker.config import DEFAULT_EXEMPT
+from dsh_circuit_breaker.harnesses import DEFAULT, HARNESSES, Call, load
 from dsh_circuit_breaker.harnesses._settings import hook_command
 
 ENTRY = Path(sys.executable).parent / "dsh-circuit-breaker"
@@ -45,8 +52,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--harness", choices=list(HARNESSES), default=DEFAULT)
     args = parser.parse_args()
-    hook = shlex.split(hook_command())
+    harness = load(args.harness)
+    hook = shlex.split(hook_command(harness=args.harness))
+    event = _event_maker(harness)
+    exempt = (*harness.EXEMPT, *DEFAULT_EXEMPT)[0]
 
     with tempfile.TemporaryDirectory(prefix="cb-bench-") as tmp:
         env = {
@@ -65,10 +76,10 @@ def main() -> int:
 
         def allowed() -> bytes:
             n = next(counter)
-            return _event(f"session-{n % 8}", "Bash", {"command": f"pytest -k case_{n}"})
+            return event(f"session-{n % 8}", {"command": f"pytest -k case_{n}"})
 
-        repeated = _event("looper", "Bash", {"command": "echo cbprobe4"})
-        todo = _event("session-0", "TodoWrite", {"todos": []})
+        repeated = event("looper", {"command": "echo cbprobe4"})
+        todo = event("session-0", {"todos": []}, exempt)
         cases = {
             "python -c pass": ([sys.executable, "-c", "pass"], lambda: b""),
             "python -c 'import _json, _sqlite3, _blake2'": (
@@ -77,8 +88,8 @@ def main() -> int:
             ),
             "hook, allowed (new call)": (hook, allowed),
             "hook, denied (repeat past limit)": (hook, lambda: repeated),
-            "hook, unguarded tool (TodoWrite)": (hook, lambda: todo),
-            "hook via the console script": ([str(ENTRY), "hook"], allowed),
+            f"hook, unguarded tool ({exempt})": (hook, lambda: todo),
+            "hook via the console script": ([str(ENTRY), *hook[hook.index("hook") :]], allowed),
         }
         times: dict[str, list[float]] = {name: [] for name in cases}
         for round_ in range(args.warmup + args.rounds):
@@ -95,7 +106,7 @@ def main() -> int:
         assert b'"deny"' in denied, "the repeated call should be denied by now"
 
     base = statistics.median(times["python -c pass"])
-    print(f"interpreter: {sys.executable} ({sys.version.split()[0]})")
+    print(f"harness: {args.harness}; interpreter: {sys.executable} ({sys.version.split()[0]})")
     print(f"rounds: {args.rounds} (after {args.warmup} warm-up), interleaved\n")
     print(f"{'command':<36} {'median ms':>10} {'p90 ms':>8} {'x baseline':>11}")
     for name, values in times.items():
@@ -110,18 +121,20 @@ def main() -> int:
     return 0
 
 
-def _event(session: str, tool: str, tool_input: dict[str, object]) -> bytes:
-    return json.dumps(
-        {
-            "session_id": session,
-            "transcript_path": f"/tmp/{session}.jsonl",
-            "cwd": "/tmp",
-            "hook_event_name": "PreToolUse",
-            "tool_name": tool,
-            "tool_input": tool_input,
-            "tool_use_id": "toolu_bench",
-        }
-    ).encode()
+def _event_maker(harness: Any) -> Callable[..., bytes]:
+    """`event(session, tool_input, tool=<its shell tool>)`: a tool call event in the
+    harness's own shape, its doctor probe's call with the session, input and tool put in."""
+    probe = next(e for e in harness.probe_events("bench") if isinstance(harness.parse(e), Call))
+    call = harness.parse(probe)
+    session_key = next(k for k, v in probe.items() if v == "bench")
+    tool_key = next(k for k, v in probe.items() if v == call.tool)
+    input_key = next(k for k, v in probe.items() if v is call.arguments)
+
+    def event(session: str, tool_input: dict[str, object], tool: str = call.tool) -> bytes:
+        fields = {session_key: session, tool_key: tool, input_key: tool_input}
+        return json.dumps({**probe, **fields}).encode()
+
+    return event
 
 
 if __name__ == "__main__":

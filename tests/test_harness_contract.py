@@ -123,7 +123,10 @@ def test_install_doctor_uninstall(name: str, tmp_path: Path) -> None:
     assert installed.returncode == 0, installed.stdout + installed.stderr
     doctor = cli("doctor")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-    assert "PROBLEM" not in doctor.stdout and f"{harness.LABEL} CLI: {E2E_BIN}" in doctor.stdout
+    assert (
+        "PROBLEM" not in doctor.stdout
+        and f"{harness.LABEL} is installed: {E2E_BIN}" in doctor.stdout
+    )
     removed = cli("uninstall")
     assert removed.returncode == 0 and "removed from" in removed.stdout
     after = cli("doctor")

@@ -137,6 +137,9 @@ def test_hook_command_runs_through_a_shell(tmp_path: Path) -> None:
     state = f"sqlite:///{tmp_path}/a b.db"
     command = hs.hook_command(str(tmp_path / "c f.json"), state)
     assert _doctor.options_of(command) == (str(tmp_path / "c f.json"), state)
+    # Gemini CLI's entry ends in `|| true`: the options end where the shell takes over.
+    assert _doctor.options_of(f"{command} || true") == _doctor.options_of(command)
+    assert hs.is_ours(f"{command} || true")
     (tmp_path / "c f.json").write_text('{"duplicateLimit": 1}')
     env = hook_env(tmp_path)
     event = json.dumps(pre_tool_use(session="quoted"))
@@ -159,7 +162,7 @@ def test_doctor_passes_on_a_good_install(tmp_path: Path, target: str) -> None:
     assert "PROBLEM" not in done.stdout
     assert "hook command runs (PreToolUse" in done.stdout
     assert "state store writable" in done.stdout
-    assert f"CLI: {E2E_BIN / target.replace('claude-code', 'claude')}" in done.stdout
+    assert f"is installed: {E2E_BIN / target.replace('claude-code', 'claude')}" in done.stdout
     # The doctor's probe left no agent behind.
     status = cli(env, "status", "--json")
     assert status.stdout.strip() == ""

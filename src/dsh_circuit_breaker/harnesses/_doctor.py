@@ -14,6 +14,9 @@ from typing import Any
 
 from ._settings import HOOK_TIMEOUT
 
+# Where the hook's own arguments end in an installed command (e.g. Gemini CLI's `|| true`).
+SHELL_OPERATORS = ("||", "&&", ";", "|")
+
 
 class Report:
     """Collects doctor's findings: each check says ok or exactly what is wrong."""
@@ -61,7 +64,7 @@ def doctor_cli(report: Report, label: str, executable: str, package: str) -> Non
     except (OSError, subprocess.TimeoutExpired) as exc:
         report.problem(f"{label}: `{found} --version` did not run: {exc}")
         return
-    report.ok(f"{label} CLI: {found} ({version[0] if version else 'no version printed'})")
+    report.ok(f"{label} is installed: {found} ({version[0] if version else 'no version printed'})")
 
 
 def doctor_command(report: Report, command: str, events: list[dict[str, Any]]) -> None:
@@ -106,8 +109,9 @@ def options_of(command: str) -> tuple[str | None, str | None]:
     from . import Malformed
 
     words = shlex.split(command)
+    options_end = next((i for i, w in enumerate(words) if w in SHELL_OPERATORS), len(words))
     try:
-        options = parse_args(words[words.index("hook") + 1 :])
+        options = parse_args(words[words.index("hook") + 1 : options_end])
     except (ValueError, Malformed):  # not our shape: the defaults apply
         return None, None
     return options.config, options.state

@@ -156,13 +156,22 @@ def _is_our_handler(handler: Any) -> bool:
     return isinstance(handler, dict) and is_ours(handler.get("command"))
 
 
-def with_ours(settings: dict[str, Any], command: str, events: tuple[str, ...]) -> dict[str, Any]:
+def with_ours(
+    settings: dict[str, Any],
+    command: str,
+    events: tuple[str, ...],
+    handler: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A copy with exactly one group per event running `command` (ours replaced). No
-    matcher: every tool (Codex's matchers are regular expressions, where `*` is invalid)."""
+    matcher: every tool (Codex's matchers are regular expressions, where `*` is invalid).
+    `handler`: the fields of our handler besides its type and command (default: Claude
+    Code's `timeout` in seconds; a harness that counts in other units, or names its
+    hooks, passes its own)."""
     result = without_ours(settings)
     hooks = dict(result.get("hooks") or {})
+    fields = {"timeout": HOOK_TIMEOUT} if handler is None else handler
     for event in events:
-        group = {"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}
+        group = {"hooks": [{"type": "command", "command": command, **fields}]}
         hooks[event] = [*(hooks.get(event) or []), group]
     result["hooks"] = hooks
     return result

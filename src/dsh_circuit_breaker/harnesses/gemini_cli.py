@@ -1,0 +1,112 @@
+"""Gemini CLI: a `BeforeTool` command hook (every tool, no matcher) and a `BeforeAgent`
+one (a new user prompt), in a Gemini CLI settings file: `user`
+($GEMINI_CLI_HOME or ~, then .gemini/settings.json) or `project`
+(<project>/.gemini/settings.json).
+
+The event is one JSON object on stdin with `session_id`, `hook_event_name`, and on
+BeforeTool `tool_name` and `tool_input`; a subagent's calls come through the same hook
+with its parent's `session_id` and nothing naming the subagent, so every call of a
+session is keyed by the session. A denial is `{"decision": "deny", "reason": ...}` on
+stdout with exit 0; the model gets `Tool execution blocked: <reason>` as the call's
+error. Gemini CLI counts hook timeouts in milliseconds.
+"""
+
+from __future__ import annotations
+
+from . import Call, Malformed, Prompt
+from ._pretooluse import session_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from ..breaker import Decision
+
+NAME = "gemini-cli"
+LABEL = "Gemini CLI"
+CLI = "gemini"
+CLI_PACKAGE = "@google/gemini-cli"
+# Its todo list, its question to the user, entering plan mode (exit_plan_mode is SPEC's
+# already), the topic line it is told to update as it works, and the call by which a
+# subagent hands back its result (refused, a looping subagent would run on to its turn
+# limit and hand back nothing).
+EXEMPT = ("write_todos", "ask_user", "enter_plan_mode", "update_topic", "complete_task")
+# Besides run_shell_command's `description` (SPEC's already): the scheduling flag Gemini
+# CLI adds to tools' schemas, and the edit tool's prose restatement of its edit.
+ANNOTATION_ARGS = ("wait_for_previous", "instruction")
+NOTE = (
+    "Gemini CLI runs hooks only in a trusted folder (headless -p runs need "
+    "GEMINI_CLI_TRUST_WORKSPACE=true or --skip-trust anyway)."
+)
+
+SCOPES = ("user", "project")
+FILE_OPTION = "--settings"
+SETTINGS_EVENTS = ("BeforeTool", "BeforeAgent")
+HOOK_NAME = "dsh-circuit-breaker"  # what /hooks lists, and `/hooks disable` takes
+
+
+def parse(event: dict[str, Any]) -> Call | Prompt | None:
+    name = event.get("hook_event_name")
+    if name == "BeforeTool":
+        tool = event.get("tool_name")
+        if not isinstance(tool, str) or not tool:
+            raise Malformed("BeforeTool event has no tool_name")
+        if "tool_input" not in event:
+            raise Malformed("BeforeTool event has no tool_input")
+        return Call(session_of(event, name), tool, event["tool_input"])
+    if name == "BeforeAgent":
+        return Prompt(session_of(event, name))
+    raise Malformed(f"unknown hook event {name!r}, allowed")
+
+
+def answer(decision: Decision) -> str | None:
+    """Allow: print nothing. Deny: `decision: "deny"` with the text, exit 0 (exit 2
+    would deny with stderr as the reason)."""
+    if decision.allowed:
+        return None
+    from ..cjson import canonical
+
+    return canonical({"decision": "deny", "reason": decision.message})
+
+
+def probe_events(session: str) -> list[dict[str, Any]]:
+    """A call that must be allowed silently, then a prompt that clears it again."""
+    import os
+
+    base = {"session_id": session, "transcript_path": "", "cwd": os.getcwd()}
+    return [
+        {
+            **base,
+            "hook_event_name": "BeforeTool",
+            "tool_name": "run_shell_command",
+            "tool_input": {"command": "true", "description": "dsh-circuit-breaker doctor"},
+        },
+        {**base, "hook_event_name": "BeforeAgent", "prompt": "doctor"},
+    ]
+
+
+def with_ours(settings: dict[str, Any], command: str) -> dict[str, Any]:
+    """Our handler, its command ending in `|| true`: Gemini CLI takes any exit status
+    from 2 up, with stderr, as a denial, so a hook whose Python is gone (exit 127) would
+    refuse every tool call and every prompt. The hook itself always exits 0."""
+    from . import _settings
+
+    handler = {"name": HOOK_NAME, "timeout": _settings.HOOK_TIMEOUT * 1000}
+    return _settings.with_ours(settings, f"{command} || true", SETTINGS_EVENTS, handler)
+
+
+def gemini_home() -> Path:
+    import os
+    from pathlib import Path
+
+    return Path(os.environ.get("GEMINI_CLI_HOME") or Path.home())
+
+
+def settings_path(scope: str, project: str | None = None) -> Path:
+    import os
+    from pathlib import Path
+
+    if scope == "user":
+        return gemini_home() / ".gemini" / "settings.json"
+    return Path(project or os.getcwd()).absolute() / ".gemini" / "settings.json"
