@@ -43,7 +43,11 @@ def settings_of(path: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("target", "relative"),
-    [("claude-code", ".claude/settings.json"), ("codex", ".codex/hooks.json")],
+    [
+        ("claude-code", ".claude/settings.json"),
+        ("codex", ".codex/hooks.json"),
+        ("qwen-code", ".qwen/settings.json"),
+    ],
 )
 def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(
     tmp_path: Path, target: str, relative: str

@@ -1,0 +1,62 @@
+"""Qwen Code: a `PreToolUse` command hook (every tool, no matcher) and a
+`UserPromptSubmit` one in a Qwen Code settings file: `$QWEN_HOME/settings.json` (default
+~/.qwen) for the user, `<project>/.qwen/settings.json` for a project (read only in a
+trusted folder). The settings shape and the hook's stdin/stdout are Claude Code's
+(`_pretooluse`); a subagent's events carry `agent_id`, keyed `session_id/agent_id`.
+
+Qwen fires `UserPromptSubmit` before every model request of a turn, tool results
+included; only a request that starts from what the person submitted carries
+`submitted_prompt`, so that alone is a new prompt.
+"""
+
+from __future__ import annotations
+
+from . import Prompt, _pretooluse
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from . import Call
+
+NAME = "qwen-code"
+LABEL = "Qwen Code"
+CLI = "qwen"
+CLI_PACKAGE = "@qwen-code/qwen-code"
+EXEMPT = ()  # todo_write, ask_user_question, exit_plan_mode: SPEC's defaults already
+# run_shell_command's `description` is in SPEC's ignoreArgs already; its other arguments
+# (command, is_background, timeout, directory) change what runs.
+ANNOTATION_ARGS: tuple[str, ...] = ()
+
+answer = _pretooluse.answer
+
+SCOPES = ("user", "project")
+FILE_OPTION = "--settings"
+SETTINGS_EVENTS = _pretooluse.EVENTS
+
+
+def parse(event: dict[str, Any]) -> Call | Prompt | None:
+    name = event.get("hook_event_name")
+    if name != "UserPromptSubmit":
+        return _pretooluse.parse(event)
+    submitted = event.get("submitted_prompt")
+    if event.get("agent_id") or not isinstance(submitted, str) or not submitted.strip():
+        return None  # a tool result or a subagent's request going to the model
+    return Prompt(_pretooluse.session_of(event, name))
+
+
+def probe_events(session: str) -> list[dict[str, Any]]:
+    call, prompt = _pretooluse.probe_events(session)
+    call["tool_name"] = "run_shell_command"
+    prompt["submitted_prompt"] = prompt["prompt"]
+    return [call, prompt]
+
+
+def settings_path(scope: str, project: str | None = None) -> Path:
+    import os
+    from pathlib import Path
+
+    if scope == "user":
+        return Path(os.environ.get("QWEN_HOME") or Path.home() / ".qwen") / "settings.json"
+    return Path(project or os.getcwd()).absolute() / ".qwen" / "settings.json"
