@@ -47,6 +47,7 @@ def settings_of(path: Path) -> dict[str, Any]:
         ("claude-code", ".claude/settings.json"),
         ("codex", ".codex/hooks.json"),
         ("qwen-code", ".qwen/settings.json"),
+        ("droid", ".factory/settings.json"),
     ],
 )
 def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(
@@ -349,3 +350,24 @@ def test_incidents_skip_and_count_corrupt_lines_and_escape_control_characters(
         {**good, "agentKeys": ["model", "tools"]},
     ]
     assert "\x1b" not in as_json.stdout
+
+
+def test_droid_install_refuses_when_its_hooks_json_would_replace_ours(tmp_path: Path) -> None:
+    # droid reads ~/.factory/hooks.json too, and an event defined there replaces the
+    # settings file's hooks for that event: our hook would never run.
+    env = hook_env(tmp_path, PATH=f"{E2E_BIN}{os.pathsep}{os.environ['PATH']}")
+    factory = tmp_path / ".factory"
+    factory.mkdir()
+    hooks_json = factory / "hooks.json"
+    hooks_json.write_text(json.dumps({"PreToolUse": [OTHER_HOOK]}))
+    refused = cli(env, "install", "droid")
+    assert refused.returncode == 1
+    assert f"{hooks_json} defines PreToolUse" in refused.stdout
+    assert not (factory / "settings.json").exists()
+    hooks_json.unlink()
+    assert cli(env, "install", "droid").returncode == 0
+    hooks_json.write_text(json.dumps({"UserPromptSubmit": [OTHER_HOOK]}))  # added later
+    doctor = cli(env, "doctor", "droid")
+    assert doctor.returncode == 1
+    assert f"PROBLEM  {hooks_json} defines UserPromptSubmit" in doctor.stdout
+    assert "PreToolUse" not in doctor.stdout.split("PROBLEM", 1)[1].split("\n")[0]

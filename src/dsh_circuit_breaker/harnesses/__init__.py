@@ -33,6 +33,7 @@ HARNESSES: dict[str, str] = {
     "codex": "dsh_circuit_breaker.harnesses.codex",
     "gemini-cli": "dsh_circuit_breaker.harnesses.gemini_cli",
     "qwen-code": "dsh_circuit_breaker.harnesses.qwen_code",
+    "droid": "dsh_circuit_breaker.harnesses.droid",
 }
 # Plugin harnesses: install / uninstall / doctor only (no command hook).
 PLUGIN_HARNESSES: dict[str, str] = {

@@ -5,8 +5,10 @@ The module supplies `NAME`, `LABEL`, `SCOPES` (the first is the default),
 `settings_path(scope, project)`, `FILE_OPTION` (e.g. `--settings`, to name any file),
 `SETTINGS_EVENTS` (the events our hook goes into), `CLI` and `CLI_PACKAGE` (its
 executable and npm package, for doctor), `probe_events(session)`, and optionally `NOTE`
-(printed after install and by doctor). A module with another settings shape overrides
-`read_settings`, `our_commands`, `with_ours` or `without_ours` by defining them.
+(printed after install and by doctor) and `conflicts(path) -> list[str]` (why a hook in
+that settings file would not run, e.g. another file overriding it: install refuses, doctor
+reports). A module with another settings shape overrides `read_settings`, `our_commands`,
+`with_ours` or `without_ours` by defining them.
 """
 
 from __future__ import annotations
@@ -72,6 +74,11 @@ def _ops(harness: Any, name: str) -> Any:
     return getattr(_settings, name)
 
 
+def _conflicts(harness: Any, path: Path) -> list[str]:
+    conflicts = getattr(harness, "conflicts", None)
+    return list(conflicts(path)) if conflicts is not None else []
+
+
 def _chosen(harness: Any, args: argparse.Namespace) -> Path:
     if args.file:
         return Path(args.file).expanduser().absolute()
@@ -85,6 +92,10 @@ def install(harness: Any, args: argparse.Namespace) -> int:
         settings = _ops(harness, "read_settings")(path)
     except _settings.SettingsError as exc:
         print(f"error: {exc}")
+        return 1
+    blocked = _conflicts(harness, path)
+    if blocked:
+        print("\n".join(f"error: {reason}" for reason in blocked) + f"\nnot changing {path}")
         return 1
     command = _settings.hook_command(args.config, args.state, harness.NAME)
     wanted = _ops(harness, "with_ours")(settings, command)
@@ -161,6 +172,8 @@ def _installed_commands(
             + (f"the hook is missing for {', '.join(missing)}" if missing else "hook installed"),
             f"run `{hint}`",
         )
+        for reason in _conflicts(harness, path):
+            report.problem(reason)
         for event_commands in found.values():
             commands += [c for c in event_commands if c not in commands]
     if not commands:

@@ -1,0 +1,78 @@
+"""Factory droid: Claude Code-format command hooks (`PreToolUse`, every tool, no matcher;
+`UserPromptSubmit`) under `hooks` in droid's settings file: `~/.factory/settings.json`
+($FACTORY_HOME_OVERRIDE replaces the home directory) for the user,
+`<project>/.factory/settings.json` for a project. Events and answers are Claude Code's
+(`_pretooluse`); droid sends no subagent id.
+
+droid also reads a `hooks.json` beside the settings file (else `hooks/hooks.json`), the
+file its own hook editor writes, and an event defined there replaces the settings file's
+hooks for that event: `conflicts` names such an event, so install refuses and doctor
+reports rather than leaving a hook that never runs.
+"""
+
+from __future__ import annotations
+
+from . import _pretooluse
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+NAME = "droid"
+LABEL = "Factory droid"
+CLI = "droid"
+CLI_PACKAGE = "@factory/cli"
+EXEMPT = ("TodoWrite", "AskUser", "ExitSpecMode")
+# Execute's required `summary`, `riskLevel` and `riskLevelReason`: the model's own account
+# of the command, written afresh on every call.
+ANNOTATION_ARGS = ("summary", "riskLevel", "riskLevelReason")
+
+parse = _pretooluse.parse
+answer = _pretooluse.answer
+
+SCOPES = ("user", "project")
+FILE_OPTION = "--settings"
+SETTINGS_EVENTS = _pretooluse.EVENTS
+
+
+def probe_events(session: str) -> list[dict[str, Any]]:
+    call, prompt = _pretooluse.probe_events(session)
+    call["tool_name"] = "Execute"
+    call["tool_input"] = {
+        "command": "true",
+        "summary": "Check the circuit breaker hook",
+        "riskLevel": "low",
+        "riskLevelReason": "dsh-circuit-breaker doctor: runs nothing.",
+    }
+    return [call, prompt]
+
+
+def settings_path(scope: str, project: str | None = None) -> Path:
+    import os
+    from pathlib import Path
+
+    if scope == "user":
+        home = os.environ.get("FACTORY_HOME_OVERRIDE") or Path.home()
+        return Path(home) / ".factory" / "settings.json"
+    return Path(project or os.getcwd()).absolute() / ".factory" / "settings.json"
+
+
+def conflicts(path: Path) -> list[str]:
+    """The events of droid's hooks file beside `path` that would replace ours in `path`."""
+    from . import _settings
+
+    hooks_file = path.parent / "hooks.json"
+    if not hooks_file.exists():
+        hooks_file = path.parent / "hooks" / "hooks.json"
+    try:
+        defined = _settings.read_json(hooks_file)  # events at the top, no `hooks` key
+    except _settings.SettingsError as exc:
+        return [f"{exc} (droid reads its hooks from it too)"]
+    ours = _settings.our_commands({"hooks": defined})
+    return [
+        f"{hooks_file} defines {event}, which replaces the {event} hooks of {path} for droid"
+        f": move that entry into {path.name}'s `hooks`, or add ours there by hand"
+        for event in SETTINGS_EVENTS
+        if event in defined and event not in ours
+    ]

@@ -1,0 +1,256 @@
+"""The real Factory droid CLI (`droid exec`, pinned in tests/e2e/package.json) with
+`dsh-circuit-breaker install droid`'s hook in the scratch HOME's ~/.factory/settings.json,
+against a scripted fake model speaking OpenAI Chat Completions on 127.0.0.1
+(tests/support/fake_openai.py), configured as a droid custom model
+(`provider: "generic-chat-completion-api"`).
+
+droid runs without a Factory login for a custom model. Left alone it still resolves
+api.factory.ai, telemetry.factory.ai and an OpenTelemetry collector; FACTORY_AIRGAP_ENABLED
+turns all of that off (checked with strace: no connection but the fake's), and the
+auto-update and OpenTelemetry switches are set off as well.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require
+from hook_support import hook_env
+from support.fake_openai import FakeOpenAI, function_call
+
+DROID = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "droid"
+DUPLICATE = (
+    "Error: Circuit breaker: this Execute call was NOT run. The identical call has already run "
+    "6 times (limit 6 identical calls). Repeating it will not give a different result. Change "
+    "your approach, use the results you already have, or stop and tell the user what is "
+    "blocking you."
+)
+DENIAL = "Error: Circuit breaker: this Execute call was NOT run."
+OFFLINE = {
+    "FACTORY_AIRGAP_ENABLED": "1",
+    "FACTORY_DROID_AUTO_UPDATE_ENABLED": "false",
+    "FACTORY_OTEL_ENABLED": "false",
+}
+RISK = ["low", "medium", "low", "high", "low", "medium", "low", "low", "medium", "high"]
+
+
+@pytest.fixture
+def droid() -> Path:
+    require(DROID.exists(), "the Factory droid CLI (tests/e2e: npm ci)")
+    return DROID
+
+
+class Run:
+    """Headless `droid exec` runs in a private HOME, our hook installed by our own CLI
+    beside the custom model the user configured."""
+
+    def __init__(self, home: Path, model: FakeOpenAI, config: dict[str, Any] | None = None):
+        self.home = home
+        self.work = home / "work"
+        self.work.mkdir()
+        self.settings = home / ".factory" / "settings.json"
+        self.settings.parent.mkdir()
+        custom = {
+            "model": "fake-model",
+            "displayName": "Fake",
+            "baseUrl": model.url,
+            "apiKey": "sk-fake-key-for-tests",
+            "provider": "generic-chat-completion-api",
+            "maxOutputTokens": 4096,
+        }
+        self.settings.write_text(json.dumps({"customModels": [custom]}))
+        self.env = {
+            k: v for k, v in hook_env(home).items() if not k.startswith(("OPENAI_", "FACTORY_"))
+        }
+        self.env.update(OFFLINE)
+        if config is not None:
+            (home / "breaker.json").write_text(json.dumps(config))
+            self.env["DSH_CIRCUIT_BREAKER_CONFIG"] = str(home / "breaker.json")
+        installed = subprocess.run(
+            [sys.executable, "-m", "dsh_circuit_breaker.cli", "install", "droid"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert installed.returncode == 0, installed.stdout + installed.stderr
+        assert f"installed in {self.settings}" in installed.stdout
+        assert json.loads(self.settings.read_text())["customModels"] == [custom]  # kept
+        self.model = model
+        self.incidents = home / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
+
+    def __call__(self, prompt: str) -> dict[str, Any]:
+        command = [str(DROID), "exec", "--auto", "high", "-m", "custom:Fake-0", "-o", "json"]
+        done = subprocess.run(
+            [*command, prompt],
+            env=self.env,
+            cwd=self.work,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+        assert self.model.errors == []
+        assert set(self.model.paths) == {"/v1/chat/completions"}
+        result: dict[str, Any] = json.loads(done.stdout)
+        assert result["type"] == "result" and result["is_error"] is False, result
+        return result
+
+
+def execute(command: str, i: int, **more: Any) -> dict[str, Any]:
+    """An Execute call as droid's model writes it: the summary and the risk annotations
+    are new prose on every call."""
+    arguments = {
+        "command": command,
+        "summary": f"Run the probe command, take {i + 1}",
+        "riskLevel": RISK[i % len(RISK)],
+        "riskLevelReason": f"Only appends a fixed marker to a scratch file (attempt {i + 1}).",
+        **more,
+    }
+    return function_call("Execute", arguments)
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_probe_six_run_then_denied(droid: Path, tmp_path: Path) -> None:
+    side = tmp_path / "work" / "side.txt"
+    calls = [execute(f"echo cbprobe4 >> {side}", i) for i in range(10)]
+    with FakeOpenAI([*calls, "All ten probe steps attempted."]) as model:
+        run = Run(tmp_path, model)
+        result = run("Run the cbprobe4 probe ten times.")
+        texts = [model.result_in_next_request(c["id"]).text for c in model.tool_uses()]
+    assert lines(side) == ["cbprobe4"] * 6  # six really ran
+    assert [t.strip() for t in texts[:6]] == ["[Process exited with code 0]"] * 6
+    assert texts[6:] == [DUPLICATE] * 4  # droid's "Error: " and the breaker's text, nothing else
+    (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "Execute", 6)
+    assert incident["agent"] == result["session_id"]
+
+
+def test_the_cap_text_reaches_the_model(droid: Path, tmp_path: Path) -> None:
+    calls = [execute(f"echo step {i}", i) for i in range(3)]
+    with FakeOpenAI([*calls, "Stopped at the cap."]) as model:
+        Run(tmp_path, model, {"maxCallsPerAgent": 2})("Run three different steps.")
+        texts = [model.result_in_next_request(c["id"]).text for c in model.tool_uses()]
+    assert texts[2] == (
+        "Error: Circuit breaker: this Execute call was NOT run. This agent has made 2 tool "
+        "calls, the limit is 2, and no further tool calls will run for this agent. Finish "
+        "with what you already have, or stop and tell the user what blocked you."
+    )
+    assert [t.startswith("step ") for t in texts[:2]] == [True, True]
+
+
+SUBAGENT_MARK = "SUBAGENT-TASK: run the loop"
+
+
+def user_texts(body: dict[str, Any]) -> str:
+    parts = []
+    for message in body.get("messages") or []:
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                parts += [str(p.get("text", "")) for p in content if isinstance(p, dict)]
+            else:
+                parts.append(str(content))
+    return "\n".join(parts)
+
+
+def results_in(body: dict[str, Any]) -> int:
+    return sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
+
+
+def test_subagent_is_its_own_session(droid: Path, tmp_path: Path) -> None:
+    side = tmp_path / "work" / "side.txt"
+    loop = f"echo loop >> {side}"
+
+    def respond(body: dict[str, Any]) -> Any:
+        done = results_in(body)
+        if "PARENT-TASK" not in user_texts(body):  # the subagent's own conversation
+            if done < 8:
+                return execute(loop, done, summary=f"Child attempt number {done + 1}")
+            return "Subagent: the loop was stopped by the circuit breaker."
+        if done == 0:
+            task = {
+                "subagent_type": "worker",
+                "description": "loop task",
+                "prompt": SUBAGENT_MARK,
+                "await": True,
+            }
+            return function_call("Task", task)
+        if done < 3:
+            return execute(loop, done, summary=f"Parent check number {done}")
+        return "Parent: done."
+
+    with FakeOpenAI([], after=respond) as model:
+        run = Run(tmp_path, model)
+        result = run("PARENT-TASK: delegate the loop, then check it twice.")
+        texts = {r.call_id: r.text for r in model.tool_results()}
+        uses = model.tool_uses()
+    runs = [u for u in uses if u["name"] == "Execute"]
+    child = [texts[u["id"]] for u in runs if u["input"]["summary"].startswith("Child")]
+    parent = [texts[u["id"]] for u in runs if u["input"]["summary"].startswith("Parent")]
+    assert [t.startswith(DENIAL) for t in child] == [False] * 6 + [True] * 2
+    assert [t.startswith(DENIAL) for t in parent] == [False, False]
+    assert lines(side) == ["loop"] * 8
+    (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    assert incident["agent"] != result["session_id"]  # the subagent's own session id
+
+
+CHECK_SCRIPT = """import pathlib
+value = pathlib.Path("app.py").read_text().strip()
+with open("test-runs.log", "a") as log:
+    log.write(value + "\\n")
+print("tests passed with", value)
+"""
+
+
+def test_healthy_edit_test_cycle_is_never_denied(droid: Path, tmp_path: Path) -> None:
+    app = tmp_path / "work" / "app.py"
+    rounds = 20
+    script: list[Any] = [function_call("Read", {"file_path": str(app)})]
+    for i in range(1, rounds + 1):
+        edit = {"file_path": str(app), "old_str": f"value = {i - 1}", "new_str": f"value = {i}"}
+        script.append(function_call("Edit", edit))
+        script.append(execute("python3 check.py", i, summary="Run the test suite now"))
+    script.append("All green after twenty rounds.")
+    with FakeOpenAI(script) as model:
+        run = Run(tmp_path, model)
+        app.write_text("value = 0\n")
+        (run.work / "check.py").write_text(CHECK_SCRIPT)
+        run("Fix the value, test after each edit.")
+        texts = [model.result_in_next_request(c["id"]).text for c in model.tool_uses()]
+    assert len(texts) == 1 + 2 * rounds
+    assert not [t for t in texts if "Circuit breaker" in t]
+    assert lines(run.work / "test-runs.log") == [f"value = {i}" for i in range(1, rounds + 1)]
+    assert not run.incidents.exists()
+
+
+def test_a_hooks_json_event_replaces_ours(droid: Path, tmp_path: Path) -> None:
+    # Why install refuses and doctor complains when ~/.factory/hooks.json defines one of
+    # our events: droid then runs only that file's hooks for it, and ours never runs.
+    side = tmp_path / "work" / "side.txt"
+    calls = [execute(f"echo shadowed >> {side}", i) for i in range(8)]
+    with FakeOpenAI([*calls, "Done."]) as model:
+        run = Run(tmp_path, model)
+        other = {"hooks": [{"type": "command", "command": "true"}]}
+        (tmp_path / ".factory" / "hooks.json").write_text(json.dumps({"PreToolUse": [other]}))
+        run("Run it eight times.")
+    assert lines(side) == ["shadowed"] * 8
+    assert not any(r.text.startswith(DENIAL) for r in model.tool_results())
+    doctor = subprocess.run(
+        [sys.executable, "-m", "dsh_circuit_breaker.cli", "doctor", "droid"],
+        env=run.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert doctor.returncode == 1 and "hooks.json defines PreToolUse" in doctor.stdout
