@@ -8,7 +8,18 @@ import os
 from pathlib import Path
 
 # Variables that would point a child at the developer's own homes, configs or models.
-FOREIGN = ("DSH_", "XDG_", "CLAUDE_", "CODEX_", "ANTHROPIC_", "OPENAI_", "GOOGLE_", "GEMINI_")
+FOREIGN = (
+    "DSH_",
+    "XDG_",
+    "CLAUDE_",
+    "CODEX_",
+    "ANTHROPIC_",
+    "OPENAI_",
+    "GOOGLE_",
+    "GEMINI_",
+    "QWEN_",
+    "FACTORY_",
+)
 DEAD = "http://127.0.0.1:9"
 
 

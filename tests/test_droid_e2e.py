@@ -27,9 +27,9 @@ from support.fake_openai import FakeOpenAI, function_call
 DROID = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "droid"
 DUPLICATE = (
     "Error: Circuit breaker: this Execute call was NOT run. The identical call has already run "
-    "6 times (limit 6 identical calls). Repeating it will not give a different result. Change "
-    "your approach, use the results you already have, or stop and tell the user what is "
-    "blocking you."
+    "as often as allowed (runs: 6, limit: 6). Repeating it will not give a different result. "
+    "Change your approach, use the results you already have, or stop and tell the user what "
+    "is blocking you."
 )
 DENIAL = "Error: Circuit breaker: this Execute call was NOT run."
 OFFLINE = {
@@ -129,7 +129,7 @@ def test_probe_six_run_then_denied(droid: Path, tmp_path: Path) -> None:
         result = run("Run the cbprobe4 probe ten times.")
         texts = [model.result_in_next_request(c["id"]).text for c in model.tool_uses()]
     assert lines(side) == ["cbprobe4"] * 6  # six really ran
-    assert [t.strip() for t in texts[:6]] == ["[Process exited with code 0]"] * 6
+    assert [t.endswith("\n[Process exited with code 0]") for t in texts[:6]] == [True] * 6
     assert texts[6:] == [DUPLICATE] * 4  # droid's "Error: " and the breaker's text, nothing else
     (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
     assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "Execute", 6)
@@ -142,9 +142,9 @@ def test_the_cap_text_reaches_the_model(droid: Path, tmp_path: Path) -> None:
         Run(tmp_path, model, {"maxCallsPerAgent": 2})("Run three different steps.")
         texts = [model.result_in_next_request(c["id"]).text for c in model.tool_uses()]
     assert texts[2] == (
-        "Error: Circuit breaker: this Execute call was NOT run. This agent has made 2 tool "
-        "calls, the limit is 2, and no further tool calls will run for this agent. Finish "
-        "with what you already have, or stop and tell the user what blocked you."
+        "Error: Circuit breaker: this Execute call was NOT run. This agent has used up its "
+        "tool calls (made: 2, limit: 2), and no further tool calls will run for this agent. "
+        "Finish with what you already have, or stop and tell the user what blocked you."
     )
     assert [t.startswith("step ") for t in texts[:2]] == [True, True]
 

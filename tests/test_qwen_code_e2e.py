@@ -25,7 +25,7 @@ from support.fake_openai import FakeOpenAI, function_call
 QWEN = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "qwen"
 DENIAL = (
     "Circuit breaker: this run_shell_command call was NOT run. The identical call has "
-    "already run 6 times (limit 6 identical calls)."
+    "already run as often as allowed (runs: 6, limit: 6)."
 )
 # The whole tool result of a denied call: the breaker's text, nothing around it.
 DUPLICATE = (
@@ -157,9 +157,9 @@ def test_the_cap_text_reaches_the_model(qwen: Path, tmp_path: Path) -> None:
         run(model, "Run three different steps.")
         texts = [model.result_in_next_request(c["id"]).text for c in model.tool_uses()]
     assert texts[2] == (
-        "Circuit breaker: this run_shell_command call was NOT run. This agent has made 2 tool "
-        "calls, the limit is 2, and no further tool calls will run for this agent. Finish "
-        "with what you already have, or stop and tell the user what blocked you."
+        "Circuit breaker: this run_shell_command call was NOT run. This agent has used up its "
+        "tool calls (made: 2, limit: 2), and no further tool calls will run for this agent. "
+        "Finish with what you already have, or stop and tell the user what blocked you."
     )
     assert [t.startswith("Command: echo step") for t in texts[:2]] == [True, True]
 
