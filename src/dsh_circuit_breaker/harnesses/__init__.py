@@ -32,6 +32,7 @@ HARNESSES: dict[str, str] = {
     "claude-code": "dsh_circuit_breaker.harnesses.claude_code",
     "codex": "dsh_circuit_breaker.harnesses.codex",
     "gemini-cli": "dsh_circuit_breaker.harnesses.gemini_cli",
+    "copilot": "dsh_circuit_breaker.harnesses.copilot",
 }
 # Plugin harnesses: install / uninstall / doctor only (no command hook).
 PLUGIN_HARNESSES: dict[str, str] = {
