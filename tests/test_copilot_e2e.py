@@ -21,6 +21,7 @@ import pytest
 from conftest import require
 from hook_support import hook_env
 from support.fake_openai import FakeOpenAI, function_call
+from support.harness_run import edit_test_project, json_lines, run_json_lines, side_lines
 
 COPILOT = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "copilot"
 CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
@@ -75,29 +76,14 @@ class Run:
             COPILOT_MODEL="fake-model",
         )
         flags = ["--allow-all-tools", "--output-format", "json", "--no-auto-update"]
-        done = subprocess.run(
-            [str(COPILOT), "-p", prompt, *flags, *more],
-            env=env,
-            cwd=self.work,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
+        done, events = run_json_lines([str(COPILOT), "-p", prompt, *flags, *more], env, self.work)
         assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
         assert model.errors == []
-        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         assert events and events[-1]["type"] == "result", done.stdout[-2000:]
         return events
 
     def incident_lines(self) -> list[dict[str, Any]]:
-        if not self.incidents.exists():
-            return []
-        return [json.loads(line) for line in self.incidents.read_text().splitlines()]
-
-
-def side_lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
+        return json_lines(self.incidents)
 
 
 def bash(command: str, description: str) -> dict[str, Any]:
@@ -134,14 +120,7 @@ def test_probe_six_run_then_denied(package_cache: Path, tmp_path: Path) -> None:
 
 def test_healthy_edit_test_cycle_is_never_denied(package_cache: Path, tmp_path: Path) -> None:
     run = Run(tmp_path, package_cache)
-    app = run.work / "app.py"
-    app.write_text("value = 0\n")
-    (run.work / "check.py").write_text(
-        "import pathlib\n"
-        "value = pathlib.Path('app.py').read_text().strip()\n"
-        "with open('test-runs.log', 'a') as log:\n"
-        "    log.write(value + '\\n')\n"
-    )
+    app = edit_test_project(run.work)
     rounds = 10
     script: list[Any] = [function_call("view", {"path": str(app)})]
     for i in range(1, rounds + 1):

@@ -37,6 +37,7 @@ HARNESSES: dict[str, str] = {
 # Plugin harnesses: install / uninstall / doctor only (no command hook).
 PLUGIN_HARNESSES: dict[str, str] = {
     "dsh": "dsh_circuit_breaker.dsh.install",
+    "cline": "dsh_circuit_breaker.harnesses.cline",
 }
 DEFAULT = "claude-code"  # `hook` without --harness: what every install before it wrote
 
