@@ -277,3 +277,37 @@ def test_overlong_request_line_gets_an_error_answer_and_the_guard_lives_on() -> 
         "id": 7,
     }
     assert replies[1] == {"ok": True, "id": 8}
+
+
+def test_a_harness_hello_loads_the_config_its_command_hook_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Plugins without a config of their own (Cline) name their harness: the guard then
+    # reads the user's config file as the command hooks do, with the harness's spellings.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    config = tmp_path / "breaker.json"
+    config.write_text(json.dumps({"duplicateLimit": 2, "state": f"sqlite:///{tmp_path}/s.db"}))
+    server = GuardServer()
+    hello = {"op": "hello", "id": 0, "harness": "cline", "configFile": str(config), "config": {}}
+    reply = server.handle_line(json.dumps(hello).encode())
+    assert reply is not None and reply["ok"] is True, reply
+    assert reply["config"]["duplicateLimit"] == 2
+    assert "ask_question" in reply["config"]["exempt"]
+    assert reply["config"]["incidentLog"].startswith(str(tmp_path / "state"))  # on, as for hooks
+    for step in range(3):
+        server.handle_line(json.dumps(check("s", "ls", step)).encode())
+    assert (tmp_path / "s.db").exists()  # the config file's state URL
+    server.close()
+
+
+@pytest.mark.parametrize(
+    ("hello", "error"),
+    [
+        ({"harness": "nope"}, "unknown harness 'nope'"),
+        ({"harness": "cline", "configFile": 3}, "configFile must be a path"),
+        ({"harness": "cline", "config": {"window": 0}}, "window"),
+    ],
+)
+def test_a_bad_harness_hello_is_refused(hello: dict[str, Any], error: str) -> None:
+    reply = GuardServer().handle_line(json.dumps({"op": "hello", "id": 1, **hello}).encode())
+    assert reply is not None and reply["ok"] is False and error in reply["error"], reply

@@ -8,6 +8,10 @@ Requests (`id` is echoed back in the reply; any JSON value):
     {"op": "hello", "id": 0, "config": {...}, "state": "memory://"}
         -> {"id": 0, "ok": true, "version": "...", "config": {...effective...}}
         -> {"id": 0, "ok": false, "error": "config key window: ..."}      (nothing changed)
+    {"op": "hello", "id": 0, "harness": "cline", "configFile": null, "config": {}, ...}
+        the config a command hook of that harness would load (`configFile`, else
+        $DSH_CIRCUIT_BREAKER_CONFIG, else the user config file; the harness's exempt
+        spellings; the incident log on) and its state URL, `config` keys over it
     {"op": "check", "id": 7, "agent": "session-1", "tool": "bash", "arguments": {...}}
     {"op": "check", "id": 8, "anon": "anon:3", "agentKeys": ["loopCtx", ...], "tool": ...}
         -> {"id": 7, "allowed": true}
@@ -136,7 +140,7 @@ class GuardServer:
         try:
             if state is not None and not isinstance(state, str):
                 raise ConfigError(f"state must be a URL string, got {type(state).__name__}")
-            config = Config.from_mapping(raw)
+            config, state = self._config(request, raw, state)
             breaker = CircuitBreaker(config, state) if state else CircuitBreaker(config)
         except Exception as exc:  # a state URL that can never work is as fatal as a bad key
             return {"ok": False, "error": str(exc) or type(exc).__name__}
@@ -150,6 +154,23 @@ class GuardServer:
         self._unnamed.clear()
         old.close()
         return reply
+
+    @staticmethod
+    def _config(request: dict[str, Any], raw: Any, state: str | None) -> tuple[Config, str | None]:
+        """The hello's own config, or with `harness`, that harness's hook config under it."""
+        harness = request.get("harness")
+        if harness is None:
+            return Config.from_mapping(raw), state
+        from ..config_file import hook_config, state_url
+        from ..harnesses import target_module, targets
+
+        if harness not in targets():
+            raise ConfigError(f"unknown harness {harness!r}; known: {', '.join(targets())}")
+        path = request.get("configFile")
+        if path is not None and not isinstance(path, str):
+            raise ConfigError(f"configFile must be a path, got {type(path).__name__}")
+        base, file_state = hook_config(path, target_module(harness))
+        return Config.from_mapping(raw, base=base), state_url(state, file_state)
 
     def _forget(self, request: dict[str, Any]) -> Reply | None:
         anon = request.get("anon")

@@ -34,10 +34,12 @@ HARNESSES: dict[str, str] = {
     "gemini-cli": "dsh_circuit_breaker.harnesses.gemini_cli",
     "qwen-code": "dsh_circuit_breaker.harnesses.qwen_code",
     "droid": "dsh_circuit_breaker.harnesses.droid",
+    "copilot": "dsh_circuit_breaker.harnesses.copilot",
 }
 # Plugin harnesses: install / uninstall / doctor only (no command hook).
 PLUGIN_HARNESSES: dict[str, str] = {
     "dsh": "dsh_circuit_breaker.dsh.install",
+    "cline": "dsh_circuit_breaker.harnesses.cline",
 }
 DEFAULT = "claude-code"  # `hook` without --harness: what every install before it wrote
 

@@ -8,7 +8,9 @@ executable and npm package, for doctor), `probe_events(session)`, and optionally
 (printed after install and by doctor) and `conflicts(path) -> list[str]` (why a hook in
 that settings file would not run, e.g. another file overriding it: install refuses, doctor
 reports). A module with another settings shape overrides `read_settings`, `our_commands`,
-`with_ours` or `without_ours` by defining them.
+`with_ours` or `without_ours` by defining them; one whose settings file is ours alone (a
+file of our own in a hooks directory) names in `EMPTY_FILE` what is left of it without our
+hook, and uninstall then deletes the file.
 """
 
 from __future__ import annotations
@@ -121,7 +123,10 @@ def uninstall(harness: Any, args: argparse.Namespace) -> int:
         print(f"{harness.LABEL}: not installed in {path}; nothing changed")
         return 0
     cleaned = _ops(harness, "without_ours")(settings)
-    saved = _settings.write_settings(path, cleaned, backup=not args.no_backup)
+    if cleaned == getattr(harness, "EMPTY_FILE", None):  # a file of our own, now empty
+        saved = _settings.remove_file(path, backup=not args.no_backup)
+    else:
+        saved = _settings.write_settings(path, cleaned, backup=not args.no_backup)
     note = f" (backup: {saved})" if saved else ""
     print(f"{harness.LABEL}: removed from {path}{note}")
     return 0

@@ -210,5 +210,15 @@ def write_text(path: Path, text: str, backup: bool = True) -> Path | None:
     return saved
 
 
+def remove_file(path: Path, backup: bool = True) -> Path | None:
+    """Delete `path`; returns the backup made of it, if any."""
+    saved = None
+    if backup:
+        saved = backup_name(path)
+        shutil.copy2(path, saved)
+    path.unlink()
+    return saved
+
+
 def write_settings(path: Path, data: dict[str, Any], backup: bool = True) -> Path | None:
     return write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", backup)

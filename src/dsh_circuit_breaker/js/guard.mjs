@@ -28,8 +28,10 @@ export class ConfigFailure extends Error {}
 // {guard, config} (config: the breaker's effective keys as the guard reports them);
 // throws ConfigFailure for a bad config. `python` is the adapter's own guess (a sidecar
 // file, say) before the client's (env, then the venv this file is installed in).
-// `logger` has `warn(format, ...args)`.
-export async function startGuard({ config, logger, python, pluginFile, label = 'dsh-circuit-breaker' }) {
+// `logger` has `warn(format, ...args)`. `hello`: more fields for the guard's hello, e.g.
+// `{harness, configFile}` to have the guard read its config as that harness's command
+// hook would (see serve.py).
+export async function startGuard({ config, logger, python, pluginFile, label = 'dsh-circuit-breaker', hello = {} }) {
   const options = config ?? {};
   if (typeof options !== 'object' || Array.isArray(options)) {
     throw new ConfigFailure(`${label}: config must be a mapping, got ${typeof options}`);
@@ -40,7 +42,7 @@ export async function startGuard({ config, logger, python, pluginFile, label = '
   }
   const guard = new Guard({
     python: findPython(options, python),
-    hello: { op: 'hello', config: breakerConfig, state: options.state ?? null },
+    hello: { ...hello, op: 'hello', config: breakerConfig, state: options.state ?? null },
     timeoutMs: positive(options.timeoutMs, 'timeoutMs', DEFAULT_TIMEOUT_MS, label),
     startTimeoutMs: positive(options.startTimeoutMs, 'startTimeoutMs', DEFAULT_START_TIMEOUT_MS, label),
     logger,

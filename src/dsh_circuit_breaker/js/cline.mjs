@@ -1,0 +1,101 @@
+// dsh-circuit-breaker: Cline CLI plugin.
+//
+// Plain ESM, no dependencies, no build step: Cline's wiring around the shared guard client
+// (./guard.mjs), which holds the guard process and its failure policy. `dsh-circuit-breaker
+// install cline` writes a loader into Cline's plugins directory
+// (~/.cline/plugins/dsh-circuit-breaker.js) that exports `clinePlugin({...})` with the
+// interpreter and options recorded at install time. The guard reads its config as the
+// command hooks do (the config file, else $DSH_CIRCUIT_BREAKER_CONFIG, else the user config
+// file). Docs: docs/cline.md in the project.
+import { format } from 'node:util';
+
+import { startGuard } from './guard.mjs';
+
+// Cline gives a plugin's setup about 4 s (its import budget) and each hook 3 s; a guard
+// that starts slower is waited for by the first tool call instead.
+const SETUP_WAIT_MS = 2500;
+
+// `python`: the interpreter `install` recorded; `configFile`, `state`: written by
+// `install --config/--state` (null: the defaults); `pluginFile`: the loader, for doctor.
+export function clinePlugin({ python = null, configFile = null, state = null, pluginFile } = {}) {
+  let logger = { warn: (...args) => process.stderr.write(format(...args) + '\n') };
+  let starting = null; // promise of {guard, config}, or of null once the start failed
+  let failure = null; // why it failed (a bad config), until reported
+  let inSetup = false;
+
+  // Resolves to the running guard, or to null (every call allowed): never rejects.
+  function running() {
+    starting ??= startGuard({
+      config: state === null ? {} : { state },
+      logger: { warn: (...args) => logger.warn(...args) },
+      python: python ?? undefined,
+      pluginFile,
+      hello: { harness: 'cline', configFile },
+    }).catch((error) => {
+      failure = error;
+      if (!inSetup) report();
+      return null;
+    });
+    return starting;
+  }
+
+  function report() {
+    logger.warn('%s; tool calls are allowed unchecked', failure?.message ?? String(failure));
+  }
+
+  return {
+    name: 'dsh-circuit-breaker',
+    manifest: { capabilities: ['hooks'] },
+
+    async setup(_api, ctx) {
+      if (typeof ctx?.logger?.log === 'function') {
+        const host = ctx.logger;
+        logger = { warn: (...args) => host.log(format(...args), { severity: 'warn' }) };
+      }
+      // A bad config fails the plugin's setup, which Cline reports; the run goes on
+      // unguarded. A guard still starting is left to the first tool call.
+      inSetup = true;
+      const timer = new Promise((resolve) => setTimeout(resolve, SETUP_WAIT_MS).unref?.());
+      await Promise.race([running(), timer]);
+      inSetup = false;
+      if (failure !== null) throw failure;
+    },
+
+    hooks: {
+      // A run of the main agent starts with a prompt typed by a person: with
+      // resetOnUserPrompt (the default) the agent starts afresh. A subagent's runs are
+      // its parent's delegations.
+      async beforeRun({ snapshot } = {}) {
+        if (snapshot?.parentAgentId) return undefined;
+        const ready = await running();
+        const reset = ready?.config.resetOnUserPrompt ?? ready?.config.reset_on_user_prompt;
+        const agent = agentKey(snapshot);
+        if (ready && reset !== false && agent.agent) ready.guard.notify({ op: 'forget', ...agent });
+        return undefined;
+      },
+
+      // `skip` refuses this one call: the model gets `{"error": <reason>}` as its result.
+      async beforeTool({ snapshot, tool, toolCall, input } = {}) {
+        const ready = await running();
+        if (!ready) return undefined;
+        const name = toolCall?.toolName ?? tool?.name;
+        if (typeof name !== 'string' || name === '') return undefined;
+        let reason;
+        try {
+          reason = await ready.guard.check(agentKey(snapshot), name, input ?? toolCall?.input);
+        } catch (error) {
+          logger.warn('dsh-circuit-breaker: internal error, call allowed: %s', String(error));
+        }
+        return reason === undefined ? undefined : { skip: true, reason };
+      },
+    },
+  };
+}
+
+// The main agent by its agent id; a subagent (spawn_agent) as `parent/agent`.
+function agentKey(snapshot) {
+  const id = snapshot?.agentId;
+  if (typeof id !== 'string' || id === '') return { anon: 'anon:none', agentKeys: [] };
+  const parent = snapshot.parentAgentId;
+  return { agent: typeof parent === 'string' && parent !== '' ? `${parent}/${id}` : id };
+}

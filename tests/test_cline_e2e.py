@@ -1,0 +1,220 @@
+"""The real Cline CLI (`cline --json PROMPT`, pinned in tests/e2e/package.json) with the
+plugin `dsh-circuit-breaker install cline` puts into its plugins directory, against a
+scripted fake model speaking OpenAI Chat Completions on 127.0.0.1
+(tests/support/fake_openai.py), set up as a user would: `cline auth -p openai -b URL`.
+
+Each scenario asserts what really ran (a side-effect file the commands append to) and what
+the model was sent back (the `tool` messages of the next request, from the server's log).
+
+Cline has a loop guard of its own: five consecutive identical calls end the run, and so do
+three consecutive iterations whose every call failed (a refusal is a failure). The
+breaker's own work shows where Cline's does not reach: calls repeated with others in
+between.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from hook_support import hook_env
+from support.fake_openai import FakeOpenAI, function_call
+from support.harness_run import edit_test_project, json_lines, run_json_lines, side_lines
+
+CLINE = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "cline"
+CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
+
+
+@pytest.fixture
+def cline() -> Path:
+    require(CLINE.exists(), "the Cline CLI (tests/e2e: npm ci)")
+    return CLINE
+
+
+def cline_env(home: Path) -> dict[str, str]:
+    """A private HOME; no hub daemon (the local session backend), no telemetry."""
+    env = {k: v for k, v in hook_env(home).items() if not k.startswith(("CLINE_", "OPENAI_"))}
+    env.update(CLINE_SESSION_BACKEND_MODE="local", CLINE_NO_AUTO_UPDATE="1")
+    settings = home / ".cline" / "data" / "settings"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "global-settings.json").write_text(
+        json.dumps({"telemetryOptOut": True, "autoUpdateEnabled": False})
+    )
+    return env
+
+
+class Run:
+    """`cline --json` in a private HOME with our plugin installed by our own CLI."""
+
+    def __init__(self, home: Path, config: dict[str, Any] | None = None) -> None:
+        self.home = home
+        self.work = home / "work"
+        self.work.mkdir()
+        self.env = cline_env(home)
+        if config is not None:
+            path = home / "breaker.json"
+            path.write_text(json.dumps(config))
+            self.env["DSH_CIRCUIT_BREAKER_CONFIG"] = str(path)
+        installed = subprocess.run(
+            [*CLI, "install", "cline"], env=self.env, capture_output=True, text=True, timeout=60
+        )
+        assert installed.returncode == 0, installed.stdout + installed.stderr
+        assert str(home / ".cline" / "plugins" / "dsh-circuit-breaker.js") in installed.stdout
+        self.incidents = home / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
+
+    def __call__(self, model: FakeOpenAI, prompt: str) -> list[dict[str, Any]]:
+        auth = [str(CLINE), "auth", "-p", "openai", "-k", "sk-fake", "-m", "fake-model"]
+        configured, _ = run_json_lines([*auth, "-b", model.url], self.env, self.work, 120)
+        assert configured.returncode == 0, configured.stdout + configured.stderr
+        done, events = run_json_lines([str(CLINE), "--json", prompt], self.env, self.work)
+        assert model.errors == []
+        assert [e for e in events if e["type"] == "run_result"], done.stdout[-2000:] + done.stderr
+        return events
+
+    def incident_lines(self) -> list[dict[str, Any]]:
+        return json_lines(self.incidents)
+
+
+def run_commands(*commands: str) -> dict[str, Any]:
+    return function_call("run_commands", {"commands": list(commands)})
+
+
+def refusal(kind: str, count: int, limit: int) -> str:
+    """The tool result Cline gives the model for a call our plugin skipped."""
+    text = render(DEFAULT_MESSAGES[kind], "run_commands", kind, count, limit)
+    return json.dumps({"error": text}, separators=(",", ":"))
+
+
+def results_in_next_requests(model: FakeOpenAI, calls: list[dict[str, Any]]) -> list[str]:
+    return [model.result_in_next_request(call["id"]).text for call in calls]
+
+
+def finish_reason(events: list[dict[str, Any]]) -> str:
+    (result,) = [e for e in events if e["type"] == "run_result"]
+    return str(result["finishReason"])
+
+
+def root_agent(events: list[dict[str, Any]]) -> str:
+    (agent,) = {
+        e["agentId"] for e in events if e["type"] == "hook_event" and e.get("parentAgentId") is None
+    }
+    return str(agent)
+
+
+def test_a_repeated_cycle_is_refused_then_cline_ends_the_run(cline: Path, tmp_path: Path) -> None:
+    # Two calls in turn: never five identical in a row, so Cline's own guard lets it go on.
+    run = Run(tmp_path)
+    side = run.work / "side.txt"
+    calls = [run_commands(f"echo {'ab'[i % 2]} >> {side}") for i in range(18)]
+    with FakeOpenAI([*calls, "All attempted."]) as model:
+        events = run(model, "Run the probe.")
+    # Each call runs 6 times after the other one's latest first run (resetOnNewCall): 13
+    # run, then each is refused.
+    assert side_lines(side) == ["a", "b"] * 6 + ["a"]
+    texts = results_in_next_requests(model, calls[:15])
+    assert texts[13:] == [refusal("duplicate", 6, 6)] * 2
+    assert not [t for t in texts[:13] if "Circuit breaker" in t]
+    # The third refusal in a row is Cline's limit of consecutive failed iterations: it
+    # ends the run, and the model is not asked again.
+    assert len(model.model_requests) == 16
+    assert finish_reason(events) == "aborted"
+    (incident,) = run.incident_lines()
+    assert (incident["kind"], incident["tool"], incident["count"]) == (
+        "duplicate",
+        "run_commands",
+        6,
+    )
+    assert incident["agent"] == root_agent(events)
+
+
+@pytest.mark.parametrize("limit", [None, 3])
+def test_identical_calls_in_a_row(cline: Path, tmp_path: Path, limit: int | None) -> None:
+    # The probe, ten identical calls: Cline's own guard ends the run at the fifth, before
+    # the breaker's default limit of six; with duplicateLimit 3 the breaker refuses first.
+    run = Run(tmp_path, None if limit is None else {"duplicateLimit": limit})
+    side = run.work / "side.txt"
+    calls = [run_commands(f"echo cbprobe4 >> {side}") for _ in range(10)]
+    with FakeOpenAI([*calls, "All ten attempted."]) as model:
+        events = run(model, "Run the cbprobe4 probe ten times.")
+    stopped = [e for e in events if "5 consecutive identical calls" in json.dumps(e)]
+    assert stopped and finish_reason(events) == "aborted"
+    assert len(model.model_requests) == 5
+    if limit is None:
+        assert side_lines(side) == ["cbprobe4"] * 4
+        assert run.incident_lines() == []
+    else:
+        assert side_lines(side) == ["cbprobe4"] * 3
+        assert results_in_next_requests(model, calls[3:4]) == [refusal("duplicate", 3, 3)]
+        assert [i["count"] for i in run.incident_lines()] == [3]
+
+
+def test_healthy_edit_test_cycle_is_never_denied(cline: Path, tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    app = edit_test_project(run.work)
+    rounds = 10
+    script: list[Any] = [function_call("read_files", {"files": [{"path": str(app)}]})]
+    for i in range(1, rounds + 1):
+        edit = {"path": str(app), "old_text": f"value = {i - 1}", "new_text": f"value = {i}"}
+        script.append(function_call("editor", edit))
+        script.append(run_commands("python3 check.py"))
+    with FakeOpenAI([*script, "All green after ten rounds."]) as model:
+        events = run(model, "Fix the value, test after each edit.")
+    assert finish_reason(events) == "completed"
+    texts = [r.text for r in model.tool_results()]
+    assert len(texts) == 1 + 2 * rounds
+    assert not [t for t in texts if "Circuit breaker" in t]
+    assert side_lines(run.work / "test-runs.log") == [f"value = {i}" for i in range(1, rounds + 1)]
+    assert run.incident_lines() == []
+
+
+SUBAGENT_MARK = "SUBAGENT-TASK: run the two loop commands in turn."
+
+
+def test_only_the_looping_subagent_is_denied(cline: Path, tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    side = run.work / "side.txt"
+
+    def loop(i: int, who: str) -> dict[str, Any]:
+        return run_commands(f"echo {'ab'[i % 2]} >> {side}  # {who}")
+
+    def respond(body: dict[str, Any]) -> Any:
+        messages = body["messages"]
+        done = sum(1 for m in messages if m.get("role") == "tool")
+        if any(SUBAGENT_MARK in json.dumps(m.get("content")) for m in messages):
+            return loop(done, "child") if done < 16 else "Subagent: stopped."
+        if done == 0:  # the parent: delegate, then run the very same cycle itself
+            task = {"systemPrompt": "You run commands.", "task": SUBAGENT_MARK}
+            return function_call("spawn_agent", task)
+        return loop(done - 1, "parent") if done <= 12 else "Parent: done."
+
+    with FakeOpenAI([], after=respond) as model:
+        events = run(model, "PARENT-TASK: delegate the loop, then run it yourself.")
+    calls = [c for c in model.tool_uses() if c["name"] == "run_commands"]
+    child = [c for c in calls if c["input"]["commands"][0].endswith("# child")]
+    parent = [c for c in calls if c["input"]["commands"][0].endswith("# parent")]
+    assert len(parent) == 12
+    child_texts = results_in_next_requests(model, child[:15])
+    assert not [t for t in child_texts[:13] if "Circuit breaker" in t]
+    assert child_texts[13:] == [refusal("duplicate", 6, 6)] * 2
+    # The parent ran the same two commands twelve times: it is an agent of its own.
+    assert not [t for t in results_in_next_requests(model, parent) if "Circuit breaker" in t]
+    (incident,) = run.incident_lines()
+    (sub,) = {e["agentId"] for e in events if e["type"] == "hook_event" and e["parentAgentId"]}
+    assert incident["agent"] == f"{root_agent(events)}/{sub}"
+
+
+def test_cap_text_reaches_the_model(cline: Path, tmp_path: Path) -> None:
+    run = Run(tmp_path, {"maxCallsPerAgent": 3, "window": 6})
+    side = run.work / "side.txt"
+    calls = [run_commands(f"echo {i} >> {side}") for i in range(5)]
+    with FakeOpenAI([*calls, "Out of calls."]) as model:
+        run(model, "Do five different things.")
+    assert side_lines(side) == ["0", "1", "2"]
+    assert results_in_next_requests(model, calls[3:]) == [refusal("cap", 3, 3)] * 2
