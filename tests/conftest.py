@@ -9,8 +9,12 @@ broken install can never turn into a quietly green run.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+
+from support.installed import Installed
+from support.installed import venv as installed_venv
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -24,6 +28,17 @@ def require(available: bool, what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} is required under CI but is missing")
     pytest.skip(f"{what} is not installed here")
+
+
+# The calibration corpus beside the repository (../shared/corpus): real transcripts.
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """../shared/corpus; tests that read it say so with usefixtures("corpus")."""
+    require(CORPUS.is_dir(), f"the calibration corpus ({CORPUS})")
+    return CORPUS
 
 
 # Every store runs the same contract suite (tests/test_store_contract.py). A store
@@ -51,3 +66,14 @@ STORE_URLS = {"memory": _memory_url, "sqlite": _sqlite_url, "redis": _redis_url}
 def state_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
     """A state URL for each store kind in STORE_URLS."""
     return STORE_URLS[request.param](tmp_path)
+
+
+@pytest.fixture
+def installed(tmp_path: Path) -> Installed:
+    """The wheel as a user installs it (tests/support/installed.py), with a scratch HOME."""
+    found = installed_venv()
+    require(found is not None, "the installed wheel (.installed/, made by scripts/setup)")
+    assert found is not None
+    home = tmp_path / "home"
+    home.mkdir()
+    return Installed(found, home)

@@ -1,5 +1,6 @@
-"""The real Claude Code CLI, headless, with `dsh-circuit-breaker install claude-code`'s
-hook, against a scripted fake model on 127.0.0.1 (tests/support/fake_anthropic.py).
+"""The real Claude Code CLI, headless, with the hook that the installed wheel's
+`dsh-circuit-breaker install claude-code` wrote (tests/support/installed.py), against a
+scripted fake model on 127.0.0.1 (tests/support/fake_anthropic.py).
 
 Each scenario asserts what really ran (a side-effect file the Bash commands append to)
 and what the model was sent back (the `tool_result` blocks the fake server logged).
@@ -9,19 +10,21 @@ The CLI is pinned in tests/e2e/package.json and installed by scripts/setup (`npm
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import require
-from hook_support import hook_env
 from support.fake_anthropic import FakeAnthropic, tool_results_of, tool_use
+from support.installed import Installed
 
 CLAUDE = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "claude"
 DENIAL_START = "Circuit breaker: this Bash call was NOT run."
+
+pytestmark = pytest.mark.timeout(300)  # each test runs the CLI up to twice (240 s apiece)
 
 
 @pytest.fixture
@@ -31,39 +34,28 @@ def claude() -> Path:
 
 
 class Run:
-    """One headless Claude Code run in a private HOME with our hook installed."""
+    """One headless Claude Code run in a private HOME with the installed wheel's hook."""
 
-    def __init__(self, home: Path, config: dict[str, Any] | None = None) -> None:
-        self.home = home
+    def __init__(self, installed: Installed, config: dict[str, Any] | None = None) -> None:
+        self.home = home = installed.home
         self.work = home / "work"
         self.work.mkdir()
         self.settings = home / "claude-settings.json"
-        self.env = hook_env(home)
         self.env = {
             k: v
-            for k, v in self.env.items()
+            for k, v in installed.env.items()
             if not k.startswith(("ANTHROPIC_", "CLAUDE_", "CLAUDECODE"))
         }
         if config is not None:
             path = home / "breaker.json"
             path.write_text(json.dumps(config))
             self.env["DSH_CIRCUIT_BREAKER_CONFIG"] = str(path)
-        installed = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "dsh_circuit_breaker.cli",
-                "install",
-                "claude-code",
-                "--settings",
-                str(self.settings),
-            ],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        assert "installed in" in installed.stdout
+        done = installed.run("install", "claude-code", "--settings", str(self.settings))
+        assert done.returncode == 0 and "installed in" in done.stdout, done.stderr
+        # The hook Claude Code will run is the installed interpreter, not this checkout's.
+        (entry,) = json.loads(self.settings.read_text())["hooks"]["PreToolUse"]
+        (handler,) = entry["hooks"]
+        assert shlex.split(handler["command"])[0] == str(installed.python), handler
         self.incidents = home / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
 
     def __call__(
@@ -113,8 +105,8 @@ def side_lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_probe_six_run_then_denied(claude: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path)
+def test_probe_six_run_then_denied(claude: Path, installed: Installed) -> None:
+    run = Run(installed)
     side = run.work / "side.txt"
     calls = [
         tool_use("Bash", {"command": f"echo cbprobe4 >> {side}", "description": f"Probe step {i}"})
@@ -166,8 +158,8 @@ def count_results(body: dict[str, Any]) -> int:
     return len(tool_results_of(body))
 
 
-def test_only_the_looping_subagent_is_denied(claude: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path)
+def test_only_the_looping_subagent_is_denied(claude: Path, installed: Installed) -> None:
+    run = Run(installed)
     side = run.work / "side.txt"
     loop = {"command": f"echo loop >> {side}", "description": "try again"}
 
@@ -226,8 +218,8 @@ print("tests passed with", value)
 """
 
 
-def test_healthy_edit_test_cycle_is_never_denied(claude: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path)
+def test_healthy_edit_test_cycle_is_never_denied(claude: Path, installed: Installed) -> None:
+    run = Run(installed)
     app = run.work / "app.py"
     app.write_text("value = 0\n")
     (run.work / "check.py").write_text(CHECK_SCRIPT)
@@ -254,9 +246,9 @@ def test_healthy_edit_test_cycle_is_never_denied(claude: Path, tmp_path: Path) -
 
 @pytest.mark.parametrize("reset", [True, False])
 def test_a_new_user_prompt_starts_the_main_agent_afresh(
-    claude: Path, tmp_path: Path, reset: bool
+    claude: Path, installed: Installed, reset: bool
 ) -> None:
-    run = Run(tmp_path, {"resetOnUserPrompt": reset})
+    run = Run(installed, {"resetOnUserPrompt": reset})
     side = run.work / "side.txt"
 
     def call(i: int) -> dict[str, Any]:
@@ -278,8 +270,8 @@ def test_a_new_user_prompt_starts_the_main_agent_afresh(
         assert side_lines(side) == ["again"] * 6
 
 
-def test_cap_text_reaches_the_model(claude: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path, {"maxCallsPerAgent": 3, "window": 6})
+def test_cap_text_reaches_the_model(claude: Path, installed: Installed) -> None:
+    run = Run(installed, {"maxCallsPerAgent": 3, "window": 6})
     side = run.work / "side.txt"
     calls = [tool_use("Bash", {"command": f"echo {i} >> {side}"}) for i in range(5)]
     with FakeAnthropic([*calls, "Out of calls."]) as model:

@@ -1,6 +1,7 @@
-"""The real Codex CLI (`codex exec`, pinned in tests/e2e/package.json) with
-`dsh-circuit-breaker install codex`'s hook, against a scripted fake model speaking the
-OpenAI Responses API on 127.0.0.1 (tests/support/fake_openai.py).
+"""The real Codex CLI (`codex exec`, pinned in tests/e2e/package.json) with the hook
+that the installed wheel's `dsh-circuit-breaker install codex` wrote
+(tests/support/installed.py), against a scripted fake model speaking the OpenAI
+Responses API on 127.0.0.1 (tests/support/fake_openai.py).
 
 Codex is configured to stay offline: a custom model provider on 127.0.0.1, and the
 features that would reach the network (plugin sync, apps, analytics, updates, model
@@ -11,18 +12,20 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import require
-from hook_support import hook_env
 from support.fake_openai import FakeOpenAI, function_call
+from support.installed import Installed
 
 CODEX = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "codex"
 BLOCKED = "Command blocked by PreToolUse hook: Circuit breaker: this Bash call was NOT run."
+
+pytestmark = pytest.mark.timeout(300)  # up to two `codex exec` runs (240 s apiece)
 
 CONFIG = """model = "fake-model"
 model_provider = "fake"
@@ -53,27 +56,28 @@ def codex() -> Path:
 
 
 class Run:
-    """One `codex exec` in a private HOME and CODEX_HOME, our hook installed in hooks.json."""
+    """One `codex exec` in a private HOME and CODEX_HOME, the installed wheel's hook in
+    hooks.json."""
 
-    def __init__(self, home: Path) -> None:
-        self.home = home
+    def __init__(self, installed: Installed) -> None:
+        self.home = home = installed.home
         self.work = home / "work"
         self.work.mkdir()
         self.codex_home = home / ".codex"
         self.codex_home.mkdir()
         self.env = {
-            k: v for k, v in hook_env(home).items() if not k.startswith(("OPENAI_", "CODEX_"))
+            k: v for k, v in installed.env.items() if not k.startswith(("OPENAI_", "CODEX_"))
         }
         self.env.update(CODEX_HOME=str(self.codex_home), FAKE_MODEL_KEY="sk-fake-key-for-tests")
-        installed = subprocess.run(
-            [sys.executable, "-m", "dsh_circuit_breaker.cli", "install", "codex"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        assert str(self.codex_home / "hooks.json") in installed.stdout
+        done = installed.run("install", "codex", env=self.env)
+        assert done.returncode == 0, done.stderr
+        assert str(self.codex_home / "hooks.json") in done.stdout
+        # The hook Codex will run is the installed interpreter, not this checkout's.
+        (entry,) = json.loads((self.codex_home / "hooks.json").read_text())["hooks"]["PreToolUse"]
+        (handler,) = entry["hooks"]
+        assert shlex.split(handler["command"])[0] == str(installed.python), handler
         self.incidents = home / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
+        self.state = home / "state" / "dsh-circuit-breaker" / "state.db"
 
     def __call__(self, model: FakeOpenAI, prompt: str, *, trust: bool = True) -> str:
         (self.codex_home / "config.toml").write_text(CONFIG.format(url=model.url))
@@ -99,8 +103,8 @@ def probe(side: Path) -> list[dict[str, object]]:
     return [function_call("exec_command", {"cmd": f"echo cbprobe4 >> {side}"}) for _ in range(10)]
 
 
-def test_probe_six_run_then_blocked(codex: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path)
+def test_probe_six_run_then_blocked(codex: Path, installed: Installed) -> None:
+    run = Run(installed)
     side = run.work / "side.txt"
     with FakeOpenAI([*probe(side), "All ten probe steps attempted."]) as model:
         log = run(model, "Run the cbprobe4 probe ten times.")
@@ -117,13 +121,21 @@ def test_probe_six_run_then_blocked(codex: Path, tmp_path: Path) -> None:
     assert incident["agent"] == session.group(1)  # Codex's session id reaches the hook
 
 
-def test_untrusted_hooks_do_not_run(codex: Path, tmp_path: Path) -> None:
+def test_untrusted_hooks_do_not_run(codex: Path, installed: Installed) -> None:
     # Codex runs a user hook only once it is trusted (approved in /hooks); until then the
     # agent is unguarded. This pins down the limit the docs state.
-    run = Run(tmp_path)
+    run = Run(installed)
     side = run.work / "side.txt"
     with FakeOpenAI([*probe(side), "Done."]) as model:
         run(model, "Run the cbprobe4 probe ten times.", trust=False)
     assert side.read_text().splitlines() == ["cbprobe4"] * 10
     assert not any(o.text.startswith(BLOCKED) for o in model.tool_results())
-    assert not (tmp_path / "state" / "dsh-circuit-breaker" / "state.db").exists()
+    assert not run.state.exists()  # the hook never ran: it would have made its state
+    # The very same hooks.json, untouched, once trusted: the hook runs and blocks. So the
+    # untrusted run above was unguarded because of the trust, not a broken install.
+    trusted_side = run.work / "trusted-side.txt"
+    with FakeOpenAI([*probe(trusted_side), "Done."]) as model:
+        run(model, "Run the cbprobe4 probe ten times.", trust=True)
+    assert trusted_side.read_text().splitlines() == ["cbprobe4"] * 6
+    assert [o.text.startswith(BLOCKED) for o in model.tool_results()] == [False] * 6 + [True] * 4
+    assert run.state.exists()

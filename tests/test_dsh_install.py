@@ -20,6 +20,7 @@ from dsh_circuit_breaker.dsh import plugin_path
 from dsh_circuit_breaker.dsh.dump import Expression, file_of, find_entries, load
 from dsh_circuit_breaker.dsh.install import BEGIN, SIDECAR, SKILL_NAME
 from support.dsh_runtime import create_profile, dsh_command, dsh_runtime_available
+from support.installed import Installed
 
 OTHER_ROWS = """# my own settings
 - id: repeat-tool-reminder
@@ -286,46 +287,47 @@ def test_doctor_passes_for_a_package_at_a_long_awkward_path(dsh: list[str], tmp_
     assert "ok    plugin activated" in done.stdout and "FAIL" not in done.stdout
 
 
+# `doctor dsh` is what a DSH user runs to trust an install, so it runs as theirs: the
+# installed wheel's console script (on PATH, with its venv's own DSH runtime) and its
+# plugin, at a path over 100 characters.
 def test_doctor_passes_when_installed_and_fails_on_bad_config_or_no_row(
-    dsh: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    dsh: list[str], installed: Installed
 ) -> None:
-    home = tmp_path / "home"
+    home = installed.home / "dsh"
     create_profile(home)
-    doctor = ["doctor", "dsh", "--dsh-home", str(home), "--dsh", dsh[0]]
-    assert cli("install", "dsh", "--dsh-home", str(home)) == 0
-    capsys.readouterr()
-    assert cli(*doctor) == 0
-    out = capsys.readouterr().out
-    assert "ok    plugin activated" in out and "FAIL" not in out
-    assert "ok    dsh 0.2.1-rc.2 (" in out  # the runtime itself, with its version
+    doctor = ["doctor", "dsh", "--dsh-home", str(home)]
+    assert installed.run("install", "dsh", "--dsh-home", str(home)).returncode == 0
+    done = installed.run(*doctor)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"ok    plugin file exists: {installed.plugin}\n" in done.stdout
+    assert "ok    plugin activated" in done.stdout and "FAIL" not in done.stdout
+    assert "ok    dsh 0.2.1-rc.2 (" in done.stdout  # the runtime itself, with its version
 
     # The documented override row with a typo: DSH boots without the plugin (fail open,
     # silently in the file), and doctor is what notices, naming the key.
     (home / "cordis.patch.yml").write_text("- id: circuit-breaker\n  config: {duplicateLimt: 3}\n")
-    assert cli(*doctor) == 1
-    out = capsys.readouterr().out
-    assert "FAIL" in out and "duplicateLimt" in out
+    done = installed.run(*doctor)
+    assert done.returncode == 1
+    assert "FAIL" in done.stdout and "duplicateLimt" in done.stdout
 
     (home / "cordis.patch.yml").write_text("- id: circuit-breaker\n  disabled: true\n")
-    assert cli(*doctor) == 1
-    assert "FAIL  entry disabled (disabled: true)" in capsys.readouterr().out
+    done = installed.run(*doctor)
+    assert done.returncode == 1
+    assert "FAIL  entry disabled (disabled: true)" in done.stdout
 
     (home / "cordis.patch.yml").unlink()
-    assert cli("uninstall", "dsh", "--dsh-home", str(home)) == 0
-    capsys.readouterr()
-    assert cli(*doctor) == 1
-    out = capsys.readouterr().out
-    assert "FAIL  not installed: no row in" in out and "0 circuit-breaker entries" in out
+    assert installed.run("uninstall", "dsh", "--dsh-home", str(home)).returncode == 0
+    done = installed.run(*doctor)
+    assert done.returncode == 1
+    assert "FAIL  not installed: no row in" in done.stdout
+    assert "0 circuit-breaker entries" in done.stdout
 
 
-def test_doctor_reports_a_guard_that_cannot_start(
-    dsh: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    home = tmp_path / "home"
+def test_doctor_reports_a_guard_that_cannot_start(dsh: list[str], installed: Installed) -> None:
+    home = installed.home / "dsh"
     create_profile(home)
     args = ["--dsh-home", str(home), "--python", "/nonexistent/python3"]
-    assert cli("install", "dsh", *args) == 0
-    capsys.readouterr()
-    assert cli("doctor", "dsh", "--dsh-home", str(home), "--dsh", dsh[0]) == 1
-    out = capsys.readouterr().out
-    assert "guard did not start" in out and "/nonexistent/python3" in out
+    assert installed.run("install", "dsh", *args).returncode == 0
+    done = installed.run("doctor", "dsh", "--dsh-home", str(home))
+    assert done.returncode == 1
+    assert "guard did not start" in done.stdout and "/nonexistent/python3" in done.stdout

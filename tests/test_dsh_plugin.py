@@ -1,7 +1,8 @@
 """End to end: the plugin inside the real DeepSeek Harness runtime, driven by the fake model.
 
 The runtime, its patch layers, its bash tool, the plugin and the guard process are all
-real; only the model is scripted (tests/support/fake_anthropic.py).
+real, the plugin and guard those of the installed wheel (tests/support/installed.py); only
+the model is scripted (tests/support/fake_anthropic.py).
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from support.dsh_runtime import (
     wait_gone,
 )
 from support.fake_anthropic import tool_results_of, tool_use
+from support.installed import Installed
 
 OVERRULE_PLUGIN = Path(__file__).parent / "support" / "dsh_overrule_plugin.mjs"
 
 
 @pytest.fixture
-def session(tmp_path: Path) -> DshSession:
+def session(tmp_path: Path, installed: Installed) -> DshSession:
     require(dsh_runtime_available(), "the DeepSeek Harness runtime (deepseek-harness-sdk)")
     return DshSession(tmp_path)
 
@@ -86,13 +88,12 @@ def test_probe_ten_identical_calls_six_run_four_denied(session: DshSession) -> N
 
 
 def test_override_row_in_later_layer_configures_installed_plugin(
-    session: DshSession, tmp_path: Path
+    session: DshSession, installed: Installed
 ) -> None:
     # Installed the documented way, then configured the documented way: a later layer's
     # `- id: circuit-breaker` row, which replaces the entry's whole config (so the
     # interpreter comes from the sidecar that install wrote).
-    args = _install_args(session)
-    assert dsh_install.install(args) == 0
+    install_dsh(installed, session)
     (session.home / "cordis.patch.yml").write_text(override_row({"duplicateLimit": 3}))
     side = session.work / "side.txt"
     run = session.run([probe(i, side) for i in range(1, 6)])
@@ -345,19 +346,19 @@ def session_starts(session: DshSession) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _install_args(session: DshSession, profile: str = "sdk") -> Any:
-    import argparse
+def install_dsh(installed: Installed, session: DshSession, *more: str) -> None:
+    """`install dsh` into the session's DSH home (a profile DSH created), run from the
+    installed wheel's venv."""
+    create_profile(session.home, "sdk")
+    home = ["--dsh-home", str(session.home), "--profile", "sdk"]
+    done = installed.run("install", "dsh", *home, *more)
+    assert done.returncode == 0, done.stderr
 
-    create_profile(session.home, profile)
-    parser = argparse.ArgumentParser()
-    dsh_install.add_install_arguments(parser)
-    return parser.parse_args(["--dsh-home", str(session.home), "--profile", profile])
 
-
-def test_supervision_skill_is_listed_and_loads_in_dsh(session: DshSession) -> None:
-    args = _install_args(session)
-    args.skill = True
-    assert dsh_install.install(args) == 0
+def test_supervision_skill_is_listed_and_loads_in_dsh(
+    session: DshSession, installed: Installed
+) -> None:
+    install_dsh(installed, session, "--skill")
     call = tool_use("skill", {"name": dsh_install.SKILL_NAME})
     run = session.run([call])
 

@@ -1,7 +1,7 @@
 """Transcript readers: format detection, calls and outcomes, streaming, bad input.
 
 Reader tests run on the real transcripts in ../shared/corpus (skipped where that folder is
-absent); files derived from them here (cut, corrupted, compressed) say so.
+absent, a failure under CI); files derived from them here (cut, corrupted, compressed) say so.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ TAU = CORPUS / "tau-bench" / "gpt-4o-airline.even.json"
 TAU2 = CORPUS / "tau2-bench" / "gpt-oss-120b_langchain_agent_airline.json"
 MINI = CORPUS / "mini-swe-agent" / "gemini-3-pro"
 
-needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is not here")
+needs_corpus = pytest.mark.usefixtures("corpus")  # a missing corpus fails under CI
 
 
 def read(*paths: Path | str, fmt: str | None = None) -> tuple[list[Any], Problems]:

@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 
 from dsh_circuit_breaker.cli import main
+from support.installed import Installed
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
 DSH_FIXTURES = CORPUS / "deepseek-harness-fixtures"
 TAU2 = CORPUS / "tau2-bench" / "gpt-oss-120b_langchain_agent_airline.json"
 
-needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is not here")
+needs_corpus = pytest.mark.usefixtures("corpus")  # a missing corpus fails under CI
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -229,17 +230,23 @@ def test_calibrate_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert rows[0][5] == "7/7"  # loops stopped
 
 
-def test_console_script_runs_the_command(tmp_path: Path) -> None:
-    (tmp_path / "empty.json").write_text("[]")
-    result = subprocess.run(
-        [sys.executable, "-m", "dsh_circuit_breaker.cli", "analyze", str(tmp_path), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["total"]["runs"] == 0
+def test_installed_console_script_runs_the_commands(installed: Installed) -> None:
+    # As a user runs them: the installed wheel's console script, its transcripts extra
+    # reading the zstd-compressed DSH session, on the recorded Claude Code and DSH runs.
+    fixtures = REPO / "tests" / "fixtures" / "transcripts"
+
+    def run_installed(command: str) -> dict[str, Any]:
+        done = installed.run(command, str(fixtures), "--json")
+        assert done.returncode == 0, done.stderr
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result
+
+    analyzed = run_installed("analyze")["total"]
+    assert (analyzed["runs"], analyzed["calls"], analyzed["failed"]) == (2, 20, 8)
+    replayed = run_installed("replay")["total"]
+    assert (replayed["runs_with_denial"], replayed["denied"]) == (2, 8)
+    calibrated = run_installed("calibrate")["current"]
+    assert (calibrated["loops"], calibrated["loops_stopped"]) == (2, 2)
 
 
 def claude_code_session(path: Path, calls: list[tuple[str, dict[str, Any]]]) -> Path:
@@ -378,16 +385,21 @@ def _sessions(folder: Path, n: int) -> Path:
     return folder
 
 
-def test_calibrate_counts_runs_on_a_terminal_and_stays_quiet_in_a_pipe(tmp_path: Path) -> None:
+def test_calibrate_counts_runs_on_a_terminal_and_stays_quiet_in_a_pipe(
+    tmp_path: Path, installed: Installed
+) -> None:
     folder = _sessions(tmp_path / "sessions", 30)
-    command = [sys.executable, "-m", "dsh_circuit_breaker.cli", "calibrate", str(folder)]
-    piped = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    command = [str(installed.cli), "calibrate", str(folder)]
+    env = installed.env
+    piped = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert piped.returncode == 0 and piped.stderr == ""  # nothing when stderr is not a terminal
     (folder / "zz-broken.jsonl").write_text("{oops\n")  # read last, after the count is shown
 
     master, slave = pty.openpty()
     try:
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=slave)
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=slave)
         os.close(slave)
         seen = b""
         deadline = time.monotonic() + 60

@@ -24,7 +24,7 @@ LOOP_TOOLS = {"transfer_to_human_agents", "update_reservation_flights"}
 # Measured on this corpus with resetOnNewCall=false (the original rule), other keys default.
 ORIGINAL_RULE_MINI_SWE_FALSE_DENIALS = 17
 
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is not here")
+pytestmark = pytest.mark.usefixtures("corpus")  # a missing corpus fails under CI
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Drive the real DeepSeek Harness runtime (deepseek-harness-sdk) against the fake model.
+"""Drive the real DeepSeek Harness runtime (deepseek-harness-sdk) against the fake model,
+with the plugin and guard of the installed wheel (tests/support/installed.py).
 
 `run_dsh(...)` boots the runtime's SDK profile in a scratch DSH_HOME with the given patch
 layers, sends one prompt, and returns what happened: the SDK's RunResult, the fake model
@@ -11,15 +12,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsh_circuit_breaker.dsh import plugin_path
 from support.fake_anthropic import FakeAnthropic
+from support.installed import files, the_venv
 
 LOG_CAPTURE = Path(__file__).with_name("dsh_log_capture.mjs")
 PROBE_TOOL = "bash"
@@ -63,7 +63,7 @@ def yaml_value(value: Any) -> str:
 
 
 def insert_row(config: dict[str, Any] | None, entry_id: str = "circuit-breaker") -> str:
-    lines = ["- insert:", f"    - id: {entry_id}", f"      name: {yaml_value(str(plugin_path()))}"]
+    lines = ["- insert:", f"    - id: {entry_id}", f"      name: {yaml_value(str(plugin()))}"]
     if config is not None:
         lines.append(f"      config: {yaml_value(config)}")
     return "\n".join(lines) + "\n"
@@ -195,5 +195,11 @@ def wait_gone(pid: int, timeout: float = 5.0) -> bool:
     return False
 
 
+def plugin() -> Path:
+    """The plugin file DSH imports: the one inside the installed wheel."""
+    return Path(files(the_venv())["plugin"])
+
+
 def python() -> str:
-    return sys.executable
+    """The guard's interpreter: the installed wheel's venv, not this checkout's."""
+    return str(the_venv() / "bin" / "python")
