@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from dsh_circuit_breaker import __version__
 from dsh_circuit_breaker.cli import main
 
@@ -34,5 +36,18 @@ def test_demo_shows_six_allowed_four_denied_the_text_and_the_incident() -> None:
     assert incident["kind"] == "duplicate" and incident["agent"] == "demo-agent"
 
 
-def test_no_command_prints_help_and_fails() -> None:
+def test_no_command_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
+    printed = capsys.readouterr()
+    help_text = printed.out + printed.err
+    assert help_text.startswith("usage: dsh-circuit-breaker")
+    for command in ("demo", "hook", "install", "doctor", "replay"):
+        assert command in help_text  # the commands are listed
+
+
+def test_help_lists_the_commands_and_exits_zero() -> None:
+    result = cli("--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: dsh-circuit-breaker")
+    for command in ("demo", "hook", "install", "doctor", "replay"):
+        assert command in result.stdout

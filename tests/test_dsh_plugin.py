@@ -35,6 +35,8 @@ from support.installed import Installed
 
 OVERRULE_PLUGIN = Path(__file__).parent / "support" / "dsh_overrule_plugin.mjs"
 
+pytestmark = pytest.mark.timeout(180)  # each test boots the runtime (~8 s on a busy machine)
+
 
 @pytest.fixture
 def session(tmp_path: Path, installed: Installed) -> DshSession:

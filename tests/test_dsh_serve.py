@@ -18,6 +18,7 @@ import pytest
 
 from dsh_circuit_breaker.dsh.serve import MAX_REQUEST_BYTES, GuardServer
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from support.streams import readline
 
 
 class Guard:
@@ -34,14 +35,13 @@ class Guard:
         line = request if isinstance(request, bytes) else json.dumps(request).encode()
         self.proc.stdin.write(line + b"\n")
         self.proc.stdin.flush()
-        reply: dict[str, Any] = json.loads(self.proc.stdout.readline())
+        reply: dict[str, Any] = json.loads(readline(self.proc.stdout))
         return reply
 
     def close(self) -> tuple[int, str]:
-        assert self.proc.stdin is not None and self.proc.stderr is not None
-        self.proc.stdin.close()  # EOF: the guard exits by itself
-        code = self.proc.wait(timeout=10)
-        return code, self.proc.stderr.read().decode()
+        # EOF on stdin (communicate closes it): the guard exits by itself.
+        _, err = self.proc.communicate(timeout=10)
+        return self.proc.returncode, err.decode()
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hook_support import denial, hook_env, make_read_only, pre_tool_use, prompt_submit, run_hook
+from support.streams import readline
 
 PROBE = [{"command": "echo cbprobe4", "description": f"Run probe step {i}"} for i in range(1, 11)]
 
@@ -213,6 +214,7 @@ def test_no_argument_content_on_disk(tmp_path: Path) -> None:
         assert secret.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.timeout(300)  # 640 hook processes: ~50 s on a busy 2-core machine
 def test_sixteen_processes_forty_events_allow_exactly_six(tmp_path: Path) -> None:
     # A generous lock budget: this is about atomicity, and on a loaded machine a 2 s
     # wait could run out and (rightly) fail open, which would count as a seventh allow.
@@ -268,9 +270,11 @@ def test_sigkill_mid_transaction_leaves_the_store_consistent(tmp_path: Path) -> 
         [sys.executable, "-c", KILL_CHILD, str(db_path)], stdout=subprocess.PIPE, env=env
     )
     assert child.stdout is not None
-    assert child.stdout.readline() == b"in-transaction\n"  # holding the write lock now
-    child.kill()  # SIGKILL: no cleanup, no rollback of its own
-    child.wait()
+    try:
+        assert readline(child.stdout) == b"in-transaction\n"  # holding the write lock now
+    finally:
+        child.kill()  # SIGKILL: no cleanup, no rollback of its own
+        child.wait()
     with sqlite3.connect(db_path) as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         (data,) = db.execute("SELECT state FROM agents WHERE agent = 'victim'").fetchone()

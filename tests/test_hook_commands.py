@@ -19,6 +19,7 @@ import pytest
 from dsh_circuit_breaker.harnesses import _doctor
 from dsh_circuit_breaker.harnesses import _settings as hs
 from hook_support import denial, hook_env, pre_tool_use, run_hook
+from support.streams import readline
 
 CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
 
@@ -150,12 +151,18 @@ def test_hook_command_runs_through_a_shell(tmp_path: Path) -> None:
     event = json.dumps(pre_tool_use(session="quoted"))
     outs = [
         subprocess.run(
-            ["bash", "-c", command], input=event, env=env, capture_output=True, text=True
+            ["bash", "-c", command],
+            input=event,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         for _ in range(2)
     ]
     assert [o.returncode for o in outs] == [0, 0]
     assert [denial(o.stdout) is None for o in outs] == [True, False]
+    assert (tmp_path / "a b.db").exists()  # the quoted --state reached the hook whole
 
 
 @pytest.mark.parametrize("target", ["claude-code", "codex"])
@@ -229,22 +236,21 @@ def test_incidents_readable_and_follow(tmp_path: Path) -> None:
     )
     try:
         assert follower.stdout is not None
-        assert "tripped-session" in follower.stdout.readline()
+        assert "tripped-session" in readline(follower.stdout)
         for _ in range(7):
             run_hook(pre_tool_use("Read", {"file_path": "/x"}, session="second"), env)
-        deadline = time.monotonic() + 10
-        line = follower.stdout.readline()
-        assert time.monotonic() < deadline
+        line = readline(follower.stdout, timeout=10)
         assert "agent second" in line and "Read" in line
     finally:
         follower.kill()
         follower.wait()
 
 
-def test_installed_command_is_this_interpreter_without_the_script_wrapper() -> None:
-    words = shlex.split(hs.hook_command(state="sqlite:////tmp/x.db"))
+def test_installed_command_is_this_interpreter_without_the_script_wrapper(tmp_path: Path) -> None:
+    state = f"sqlite:///{tmp_path}/x.db"
+    words = shlex.split(hs.hook_command(state=state))
     assert words[:3] == [os.path.abspath(sys.executable), "-c", hs.HOOK_PROGRAM]
-    assert words[3:] == ["hook", "--state", "sqlite:////tmp/x.db"]
+    assert words[3:] == ["hook", "--state", state]
     assert hs.is_ours(shlex.join(words))
 
 

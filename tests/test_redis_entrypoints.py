@@ -16,6 +16,7 @@ from conftest import require
 from dsh_circuit_breaker.stores import store_from_url
 from hook_support import denial, hook_env, pre_tool_use, prompt_submit, run_hook
 from support.redis_server import fresh_url, redis_available
+from support.streams import readline
 
 CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
 
@@ -45,7 +46,7 @@ class Guard:
         self.next_id += 1
         self.process.stdin.write(json.dumps({**request, "id": self.next_id}) + "\n")
         self.process.stdin.flush()
-        reply: dict[str, Any] = json.loads(self.process.stdout.readline())
+        reply: dict[str, Any] = json.loads(readline(self.process.stdout))
         assert reply.get("id") == self.next_id
         return reply
 
@@ -55,10 +56,8 @@ class Guard:
         )
 
     def close(self) -> str:
-        assert self.process.stdin is not None and self.process.stderr is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
-        return self.process.stderr.read()
+        _, err = self.process.communicate(timeout=30)  # closes stdin: the guard exits
+        return err
 
 
 def test_two_guard_processes_share_agents_through_redis() -> None:

@@ -49,7 +49,9 @@ def test_reset_forgets_one_agent(state_url: str) -> None:
 def test_window_ages_out_a_repeat(state_url: str) -> None:
     config = Config(duplicate_limit=2, window=3, reset_on_new_call=False)
     breaker = CircuitBreaker(config, state=state_url)
-    calls = ["A", "A", "B", "C", "A"]  # by the 5th call both early A's have left the window
+    # The window keeps the last 3 calls: at the 5th it holds A, B, C (the first A has left),
+    # so A counts once, under the limit of 2; without the window it would count twice.
+    calls = ["A", "A", "B", "C", "A"]
     assert [breaker.check("a", "t", c).allowed for c in calls] == [True] * 5
     breaker.close()
 
