@@ -20,6 +20,7 @@ from dsh_circuit_breaker.dsh import NPM_NAME, PLUGIN_ID, plugin_path
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.dsh_runtime import DshSession, dsh_command, dsh_runtime_available, python
 from support.fake_anthropic import tool_use
+from support.installed import Installed
 
 PNPM_BIN = Path(__file__).parent / "e2e" / "node_modules" / ".bin"
 
@@ -56,7 +57,7 @@ def test_package_is_a_dsh_bundle_inserting_this_plugin_and_is_reproducible(
 
 
 @pytest.fixture
-def session(tmp_path: Path) -> DshSession:
+def session(tmp_path: Path, installed: Installed) -> DshSession:
     require(dsh_runtime_available(), "the DeepSeek Harness runtime (deepseek-harness-sdk)")
     require((PNPM_BIN / "pnpm").exists(), "pnpm (tests/e2e: npm ci)")
     return DshSession(tmp_path)
@@ -93,16 +94,20 @@ def bundles(session: DshSession) -> list[str]:
 
 
 def test_dsh_plugin_add_installs_the_package_offline_and_the_breaker_guards(
-    session: DshSession, capsys: pytest.CaptureFixture[str]
+    session: DshSession, installed: Installed
 ) -> None:
-    tarball = write_package(session.root / "packages", "--python", python())
+    # The package, doctor and guard are the installed wheel's, as a DSH user has them.
+    packages = session.root / "packages"
+    written = installed.run("dsh-package", "--out", str(packages), "--python", python())
+    assert written.returncode == 0, written.stderr
+    [tarball] = packages.glob("*.tgz")
     added = plugin_manager(session, "add", str(tarball))
     assert added.returncode == 0, added.stdout + added.stderr
     assert bundles(session)[-1] == NPM_NAME  # DSH made it a layer of the profile
-    capsys.readouterr()
 
-    assert main(["doctor", "dsh", "--dsh-home", str(session.home)]) == 0
-    out = capsys.readouterr().out
+    doctor = installed.run("doctor", "dsh", "--dsh-home", str(session.home))
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    out = doctor.stdout
     assert f"ok    npm package {NPM_NAME} in the profile's bundles" in out
     assert "ok    plugin activated" in out and "FAIL" not in out
 
@@ -120,11 +125,12 @@ def test_dsh_plugin_add_installs_the_package_offline_and_the_breaker_guards(
     expected = render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 3, 3)
     assert results[3].text == "Error: " + expected
     [start] = run.starts()
-    assert start["pluginFile"] == str(plugin_path()) and start["config"]["duplicateLimit"] == 3
+    assert start["pluginFile"] == str(installed.plugin)
+    assert start["config"]["duplicateLimit"] == 3
 
     removed = plugin_manager(session, "remove", NPM_NAME)
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert NPM_NAME not in bundles(session)
-    capsys.readouterr()
-    assert main(["doctor", "dsh", "--dsh-home", str(session.home)]) == 1
-    assert "FAIL  effective config has 0 circuit-breaker entries" in capsys.readouterr().out
+    doctor = installed.run("doctor", "dsh", "--dsh-home", str(session.home))
+    assert doctor.returncode == 1
+    assert "FAIL  effective config has 0 circuit-breaker entries" in doctor.stdout
