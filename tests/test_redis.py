@@ -228,13 +228,17 @@ def _make_certificates(directory: Path) -> tuple[Path, Path, Path]:
     ca_key, ca_crt = directory / "ca.key", directory / "ca.crt"
     key, csr, crt = directory / "server.key", directory / "server.csr", directory / "server.crt"
     ext = directory / "ext.cnf"
-    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+    # What Python 3.13's default context (VERIFY_X509_STRICT) demands: a CA with key usage,
+    # a server certificate naming its issuer's key.
+    ext.write_text("subjectAltName=IP:127.0.0.1\nauthorityKeyIdentifier=keyid,issuer\n")
 
     def run(*args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
 
     run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-        "-subj", "/CN=dshcb-test-ca", "-keyout", str(ca_key), "-out", str(ca_crt))  # fmt: skip
+        "-subj", "/CN=dshcb-test-ca", "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        "-keyout", str(ca_key), "-out", str(ca_crt))  # fmt: skip
     run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
         "-keyout", str(key), "-out", str(csr))  # fmt: skip
     run("x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
