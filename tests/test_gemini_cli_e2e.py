@@ -1,7 +1,7 @@
-"""The real Gemini CLI (`gemini -p`, pinned in tests/e2e/package.json) with
-`dsh-circuit-breaker install gemini-cli`'s hook in ~/.gemini/settings.json of a scratch
-HOME, against a scripted fake model speaking the Gemini API on 127.0.0.1
-(tests/support/fake_gemini.py).
+"""The real Gemini CLI (`gemini -p`, pinned in tests/e2e/package.json) with the hook that
+the installed wheel's `dsh-circuit-breaker install gemini-cli` (tests/support/installed.py)
+wrote in ~/.gemini/settings.json of a scratch HOME, against a scripted fake model
+speaking the Gemini API on 127.0.0.1 (tests/support/fake_gemini.py).
 
 Each scenario asserts what really ran (a side-effect file the shell commands append to)
 and what the model was sent back (the `functionResponse` parts the fake server logged).
@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from conftest import require
-from hook_support import hook_env
 from support.fake_gemini import FakeGemini, function_responses_of, tool_call
+from support.installed import Installed
 
 GEMINI = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "gemini"
 BLOCKED = "Tool execution blocked: Circuit breaker: this run_shell_command call was NOT run."
@@ -39,6 +39,9 @@ SETTINGS = {
 }
 # The paths the fake answers: model turns, token counts and the model list.
 API_PATHS = (":streamGenerateContent", ":generateContent", ":countTokens", "/v1beta/models")
+
+
+pytestmark = pytest.mark.timeout(300)  # a run may take up to 240 s (run_group)
 
 
 @pytest.fixture
@@ -83,23 +86,21 @@ class Trap:
 
 
 class Run:
-    """Headless Gemini CLI runs in a private HOME, our hook installed by our CLI."""
+    """Headless Gemini CLI runs in a private HOME, the hook installed by the installed
+    wheel's CLI."""
 
-    def __init__(self, home: Path, config: dict[str, Any] | None = None) -> None:
-        self.home = home
+    def __init__(self, installed: Installed, config: dict[str, Any] | None = None) -> None:
+        self.home = home = installed.home
         self.work = home / "work"
         self.work.mkdir()
         # Gemini CLI strips a hook's environment to a short list when it runs under GitHub
         # Actions (GITHUB_SHA set) or with security.environmentVariableRedaction on; HOME
         # stays. With the XDG directories at their defaults under HOME, the hook finds the
         # same config and state either way.
+        xdg = {"XDG_STATE_HOME": home / ".local" / "state", "XDG_CONFIG_HOME": home / ".config"}
         self.env = {
             k: v
-            for k, v in hook_env(
-                home,
-                XDG_STATE_HOME=str(home / ".local" / "state"),
-                XDG_CONFIG_HOME=str(home / ".config"),
-            ).items()
+            for k, v in {**installed.env, **{k: str(v) for k, v in xdg.items()}}.items()
             if not k.startswith(("GEMINI_", "GOOGLE_")) and k.upper() not in PROXY_VARS
         }
         if config is not None:
@@ -109,17 +110,15 @@ class Run:
         self.settings = home / ".gemini" / "settings.json"
         self.settings.parent.mkdir()
         self.settings.write_text(json.dumps(SETTINGS, indent=2))
-        installed = subprocess.run(
-            [sys.executable, "-m", "dsh_circuit_breaker.cli", "install", "gemini-cli"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        assert f"installed in {self.settings}" in installed.stdout
+        done = installed.run("install", "gemini-cli", env=self.env, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert f"installed in {self.settings}" in done.stdout
         written = json.loads(self.settings.read_text())
         assert {k: written[k] for k in SETTINGS} == SETTINGS  # the rest kept as it was
+        # The hook Gemini CLI will run is the installed interpreter, not this checkout's.
+        assert str(installed.python) in self.settings.read_text()
+        self.python = str(installed.python)
+        self.installed = installed
         self.incidents = home / ".local" / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
 
     def __call__(self, model: FakeGemini, prompt: str, *more: str) -> dict[str, Any]:
@@ -188,8 +187,8 @@ def shell(command: str, description: str) -> dict[str, Any]:
     return tool_call("run_shell_command", {"command": command, "description": description})
 
 
-def test_probe_six_run_then_blocked(gemini: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path)
+def test_probe_six_run_then_blocked(gemini: Path, installed: Installed) -> None:
+    run = Run(installed)
     side = run.work / "side.txt"
     calls = [shell(f"echo cbprobe4 >> {side}", f"Probe step {i}") for i in range(1, 11)]
     with FakeGemini([*calls, "All ten probe steps attempted."]) as model:
@@ -223,8 +222,8 @@ print("tests passed with", value)
 """
 
 
-def test_healthy_edit_test_cycle_is_never_denied(gemini: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path)
+def test_healthy_edit_test_cycle_is_never_denied(gemini: Path, installed: Installed) -> None:
+    run = Run(installed)
     app = run.work / "app.py"
     app.write_text("value = 0\n")
     (run.work / "check.py").write_text(CHECK_SCRIPT)
@@ -258,11 +257,11 @@ def declared_tools(body: dict[str, Any]) -> set[str]:
     return {d["name"] for t in tools for d in t.get("functionDeclarations") or []}
 
 
-def test_a_subagent_is_keyed_by_its_parents_session(gemini: Path, tmp_path: Path) -> None:
+def test_a_subagent_is_keyed_by_its_parents_session(gemini: Path, installed: Installed) -> None:
     # Gemini CLI gives a subagent's BeforeTool events its parent's session_id and nothing
     # naming the subagent: the looping subagent is denied, and its calls count for the
     # whole session (the limit docs/gemini-cli.md states).
-    run = Run(tmp_path)
+    run = Run(installed)
     side = run.work / "side.txt"
     loop = f"echo loop >> {side}"
 
@@ -300,9 +299,9 @@ def test_a_subagent_is_keyed_by_its_parents_session(gemini: Path, tmp_path: Path
 
 @pytest.mark.parametrize("reset", [True, False])
 def test_a_new_user_prompt_starts_the_session_afresh(
-    gemini: Path, tmp_path: Path, reset: bool
+    gemini: Path, installed: Installed, reset: bool
 ) -> None:
-    run = Run(tmp_path, {"resetOnUserPrompt": reset})
+    run = Run(installed, {"resetOnUserPrompt": reset})
     side = run.work / "side.txt"
 
     def call(i: int) -> dict[str, Any]:
@@ -324,8 +323,8 @@ def test_a_new_user_prompt_starts_the_session_afresh(
         assert side_lines(side) == ["again"] * 6
 
 
-def test_cap_text_reaches_the_model(gemini: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path, {"maxCallsPerAgent": 3, "window": 6})
+def test_cap_text_reaches_the_model(gemini: Path, installed: Installed) -> None:
+    run = Run(installed, {"maxCallsPerAgent": 3, "window": 6})
     side = run.work / "side.txt"
     calls = [shell(f"echo {i} >> {side}", f"step {i}") for i in range(5)]
     with FakeGemini([*calls, "Out of calls."]) as model:
@@ -340,24 +339,22 @@ def test_cap_text_reaches_the_model(gemini: Path, tmp_path: Path) -> None:
     assert (incident["kind"], incident["count"], incident["limit"]) == ("cap", 3, 3)
 
 
-def test_a_hook_that_cannot_start_never_blocks(gemini: Path, tmp_path: Path) -> None:
+def test_a_hook_that_cannot_start_never_blocks(gemini: Path, installed: Installed) -> None:
     # The environment the hook was installed from is gone: bash exits 127. Gemini CLI
     # takes any exit status from 2 up as a denial (of the prompt, on BeforeAgent), which
     # the installed command's `|| true` turns back into "no opinion".
-    run = Run(tmp_path)
-    gone = str(tmp_path / "removed-venv" / "bin" / "python")
-    run.settings.write_text(run.settings.read_text().replace(sys.executable, gone))
+    run = Run(installed)
+    gone = str(run.home / "removed-venv" / "bin" / "python")
+    run.settings.write_text(run.settings.read_text().replace(run.python, gone))
     side = run.work / "side.txt"
     with FakeGemini([shell(f"echo ran >> {side}", "run it"), "Done."]) as model:
         run(model, "Run it once.")
     assert side_lines(side) == ["ran"]
     assert [r.is_error for r in model.tool_results()] == [False]
-    doctor = subprocess.run(
-        [sys.executable, "-m", "dsh_circuit_breaker.cli", "doctor", "gemini-cli"],
-        env=dict(run.env, PATH=f"{GEMINI.parent}{os.pathsep}{os.environ['PATH']}"),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    doctor = run.installed.run(
+        "doctor",
+        "gemini-cli",
+        env=dict(run.env, PATH=f"{GEMINI.parent}{os.pathsep}{run.env['PATH']}"),
     )
     assert doctor.returncode == 1 and "hook command warned on BeforeTool" in doctor.stdout
     assert gone in doctor.stdout
