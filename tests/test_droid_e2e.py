@@ -1,5 +1,6 @@
-"""The real Factory droid CLI (`droid exec`, pinned in tests/e2e/package.json) with
-`dsh-circuit-breaker install droid`'s hook in the scratch HOME's ~/.factory/settings.json,
+"""The real Factory droid CLI (`droid exec`, pinned in tests/e2e/package.json) with the
+installed wheel's `dsh-circuit-breaker install droid` hook (tests/support/installed.py) in
+the scratch HOME's ~/.factory/settings.json,
 against a scripted fake model speaking OpenAI Chat Completions on 127.0.0.1
 (tests/support/fake_openai.py), configured as a droid custom model
 (`provider: "generic-chat-completion-api"`).
@@ -14,17 +15,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import require
-from hook_support import hook_env
 from support.fake_openai import FakeOpenAI, function_call
+from support.installed import Installed
 
 DROID = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "droid"
+pytestmark = pytest.mark.timeout(360)  # one `droid exec` may take up to 300 s
 DUPLICATE = (
     "Error: Circuit breaker: this Execute call was NOT run. The identical call has already run "
     "as often as allowed (runs: 6, limit: 6). Repeating it will not give a different result. "
@@ -50,8 +51,10 @@ class Run:
     """Headless `droid exec` runs in a private HOME, our hook installed by our own CLI
     beside the custom model the user configured."""
 
-    def __init__(self, home: Path, model: FakeOpenAI, config: dict[str, Any] | None = None):
-        self.home = home
+    def __init__(
+        self, installed: Installed, model: FakeOpenAI, config: dict[str, Any] | None = None
+    ):
+        self.home = home = installed.home
         self.work = home / "work"
         self.work.mkdir()
         self.settings = home / ".factory" / "settings.json"
@@ -66,21 +69,17 @@ class Run:
         }
         self.settings.write_text(json.dumps({"customModels": [custom]}))
         self.env = {
-            k: v for k, v in hook_env(home).items() if not k.startswith(("OPENAI_", "FACTORY_"))
+            k: v for k, v in installed.env.items() if not k.startswith(("OPENAI_", "FACTORY_"))
         }
         self.env.update(OFFLINE)
         if config is not None:
             (home / "breaker.json").write_text(json.dumps(config))
             self.env["DSH_CIRCUIT_BREAKER_CONFIG"] = str(home / "breaker.json")
-        installed = subprocess.run(
-            [sys.executable, "-m", "dsh_circuit_breaker.cli", "install", "droid"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert installed.returncode == 0, installed.stdout + installed.stderr
-        assert f"installed in {self.settings}" in installed.stdout
+        done = installed.run("install", "droid", env=self.env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"installed in {self.settings}" in done.stdout
+        # The hook droid will run is the installed interpreter, not this checkout's.
+        assert str(installed.python) in self.settings.read_text()
         assert json.loads(self.settings.read_text())["customModels"] == [custom]  # kept
         self.model = model
         self.incidents = home / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
@@ -121,11 +120,11 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_probe_six_run_then_denied(droid: Path, tmp_path: Path) -> None:
-    side = tmp_path / "work" / "side.txt"
+def test_probe_six_run_then_denied(droid: Path, installed: Installed) -> None:
+    side = installed.home / "work" / "side.txt"
     calls = [execute(f"echo cbprobe4 >> {side}", i) for i in range(10)]
     with FakeOpenAI([*calls, "All ten probe steps attempted."]) as model:
-        run = Run(tmp_path, model)
+        run = Run(installed, model)
         result = run("Run the cbprobe4 probe ten times.")
         texts = [model.result_in_next_request(c["id"]).text for c in model.tool_uses()]
     assert lines(side) == ["cbprobe4"] * 6  # six really ran
@@ -136,10 +135,10 @@ def test_probe_six_run_then_denied(droid: Path, tmp_path: Path) -> None:
     assert incident["agent"] == result["session_id"]
 
 
-def test_the_cap_text_reaches_the_model(droid: Path, tmp_path: Path) -> None:
+def test_the_cap_text_reaches_the_model(droid: Path, installed: Installed) -> None:
     calls = [execute(f"echo step {i}", i) for i in range(3)]
     with FakeOpenAI([*calls, "Stopped at the cap."]) as model:
-        Run(tmp_path, model, {"maxCallsPerAgent": 2})("Run three different steps.")
+        Run(installed, model, {"maxCallsPerAgent": 2})("Run three different steps.")
         texts = [model.result_in_next_request(c["id"]).text for c in model.tool_uses()]
     assert texts[2] == (
         "Error: Circuit breaker: this Execute call was NOT run. This agent has used up its "
@@ -168,8 +167,8 @@ def results_in(body: dict[str, Any]) -> int:
     return sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
 
 
-def test_subagent_is_its_own_session(droid: Path, tmp_path: Path) -> None:
-    side = tmp_path / "work" / "side.txt"
+def test_subagent_is_its_own_session(droid: Path, installed: Installed) -> None:
+    side = installed.home / "work" / "side.txt"
     loop = f"echo loop >> {side}"
 
     def respond(body: dict[str, Any]) -> Any:
@@ -191,7 +190,7 @@ def test_subagent_is_its_own_session(droid: Path, tmp_path: Path) -> None:
         return "Parent: done."
 
     with FakeOpenAI([], after=respond) as model:
-        run = Run(tmp_path, model)
+        run = Run(installed, model)
         result = run("PARENT-TASK: delegate the loop, then check it twice.")
         texts = {r.call_id: r.text for r in model.tool_results()}
         uses = model.tool_uses()
@@ -213,8 +212,8 @@ print("tests passed with", value)
 """
 
 
-def test_healthy_edit_test_cycle_is_never_denied(droid: Path, tmp_path: Path) -> None:
-    app = tmp_path / "work" / "app.py"
+def test_healthy_edit_test_cycle_is_never_denied(droid: Path, installed: Installed) -> None:
+    app = installed.home / "work" / "app.py"
     rounds = 20
     script: list[Any] = [function_call("Read", {"file_path": str(app)})]
     for i in range(1, rounds + 1):
@@ -223,7 +222,7 @@ def test_healthy_edit_test_cycle_is_never_denied(droid: Path, tmp_path: Path) ->
         script.append(execute("python3 check.py", i, summary="Run the test suite now"))
     script.append("All green after twenty rounds.")
     with FakeOpenAI(script) as model:
-        run = Run(tmp_path, model)
+        run = Run(installed, model)
         app.write_text("value = 0\n")
         (run.work / "check.py").write_text(CHECK_SCRIPT)
         run("Fix the value, test after each edit.")
@@ -234,23 +233,17 @@ def test_healthy_edit_test_cycle_is_never_denied(droid: Path, tmp_path: Path) ->
     assert not run.incidents.exists()
 
 
-def test_a_hooks_json_event_replaces_ours(droid: Path, tmp_path: Path) -> None:
+def test_a_hooks_json_event_replaces_ours(droid: Path, installed: Installed) -> None:
     # Why install refuses and doctor complains when ~/.factory/hooks.json defines one of
     # our events: droid then runs only that file's hooks for it, and ours never runs.
-    side = tmp_path / "work" / "side.txt"
+    side = installed.home / "work" / "side.txt"
     calls = [execute(f"echo shadowed >> {side}", i) for i in range(8)]
     with FakeOpenAI([*calls, "Done."]) as model:
-        run = Run(tmp_path, model)
+        run = Run(installed, model)
         other = {"hooks": [{"type": "command", "command": "true"}]}
-        (tmp_path / ".factory" / "hooks.json").write_text(json.dumps({"PreToolUse": [other]}))
+        (installed.home / ".factory" / "hooks.json").write_text(json.dumps({"PreToolUse": [other]}))
         run("Run it eight times.")
     assert lines(side) == ["shadowed"] * 8
     assert not any(r.text.startswith(DENIAL) for r in model.tool_results())
-    doctor = subprocess.run(
-        [sys.executable, "-m", "dsh_circuit_breaker.cli", "doctor", "droid"],
-        env=run.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    doctor = installed.run("doctor", "droid", env=run.env)
     assert doctor.returncode == 1 and "hooks.json defines PreToolUse" in doctor.stdout

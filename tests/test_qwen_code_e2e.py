@@ -1,5 +1,6 @@
-"""The real Qwen Code CLI (`qwen -p`, pinned in tests/e2e/package.json) with
-`dsh-circuit-breaker install qwen-code`'s hook in the scratch HOME's ~/.qwen/settings.json,
+"""The real Qwen Code CLI (`qwen -p`, pinned in tests/e2e/package.json) with the installed
+wheel's `dsh-circuit-breaker install qwen-code` hook (tests/support/installed.py) in the
+scratch HOME's ~/.qwen/settings.json,
 against a scripted fake model speaking OpenAI Chat Completions on 127.0.0.1
 (tests/support/fake_openai.py).
 
@@ -12,17 +13,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import require
-from hook_support import hook_env
 from support.fake_openai import FakeOpenAI, function_call
+from support.installed import Installed
 
 QWEN = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "qwen"
+pytestmark = pytest.mark.timeout(360)  # one `qwen -p` may take up to 300 s
 DENIAL = (
     "Circuit breaker: this run_shell_command call was NOT run. The identical call has "
     "already run as often as allowed (runs: 6, limit: 6)."
@@ -50,28 +51,24 @@ def qwen() -> Path:
 class Run:
     """Headless `qwen` runs in a private HOME, our hook installed by our own CLI."""
 
-    def __init__(self, home: Path, config: dict[str, Any] | None = None) -> None:
-        self.home = home
+    def __init__(self, installed: Installed, config: dict[str, Any] | None = None) -> None:
+        self.home = home = installed.home
         self.work = home / "work"
         self.work.mkdir()
         self.settings = home / ".qwen" / "settings.json"
         self.settings.parent.mkdir()
         self.settings.write_text(json.dumps(OFFLINE))
         self.env = {
-            k: v for k, v in hook_env(home).items() if not k.startswith(("OPENAI_", "QWEN_"))
+            k: v for k, v in installed.env.items() if not k.startswith(("OPENAI_", "QWEN_"))
         }
         if config is not None:
             (home / "breaker.json").write_text(json.dumps(config))
             self.env["DSH_CIRCUIT_BREAKER_CONFIG"] = str(home / "breaker.json")
-        installed = subprocess.run(
-            [sys.executable, "-m", "dsh_circuit_breaker.cli", "install", "qwen-code"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert installed.returncode == 0, installed.stdout + installed.stderr
-        assert f"installed in {self.settings}" in installed.stdout
+        done = installed.run("install", "qwen-code", env=self.env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"installed in {self.settings}" in done.stdout
+        # The hook Qwen Code will run is the installed interpreter, not this checkout's.
+        assert str(installed.python) in self.settings.read_text()
         self.incidents = home / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
 
     def __call__(self, model: FakeOpenAI, prompt: str, *more: str) -> dict[str, Any]:
@@ -108,8 +105,8 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_probe_six_run_then_denied(qwen: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path)
+def test_probe_six_run_then_denied(qwen: Path, installed: Installed) -> None:
+    run = Run(installed)
     side = run.work / "side.txt"
     calls = [shell(f"echo cbprobe4 >> {side}", f"Probe step {i}") for i in range(1, 11)]
     with FakeOpenAI([*calls, "All ten probe steps attempted."]) as model:
@@ -133,10 +130,12 @@ def test_probe_six_run_then_denied(qwen: Path, tmp_path: Path) -> None:
     assert incident["agent"] == result["session_id"]
 
 
-def test_a_new_prompt_starts_afresh_but_tool_results_do_not(qwen: Path, tmp_path: Path) -> None:
+def test_a_new_prompt_starts_afresh_but_tool_results_do_not(
+    qwen: Path, installed: Installed
+) -> None:
     # Qwen sends UserPromptSubmit before every model request, after each tool result too;
     # only the person's prompt (with `submitted_prompt`) resets the session.
-    run = Run(tmp_path)
+    run = Run(installed)
     side = run.work / "side.txt"
     first = [shell(f"echo again >> {side}", f"Round one, step {i}") for i in range(1, 7)]
     with FakeOpenAI([*first, "Six done."]) as model:
@@ -150,8 +149,8 @@ def test_a_new_prompt_starts_afresh_but_tool_results_do_not(qwen: Path, tmp_path
     assert lines(side) == ["again"] * 12
 
 
-def test_the_cap_text_reaches_the_model(qwen: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path, {"maxCallsPerAgent": 2})
+def test_the_cap_text_reaches_the_model(qwen: Path, installed: Installed) -> None:
+    run = Run(installed, {"maxCallsPerAgent": 2})
     calls = [shell(f"echo step {i}", f"Step {i}") for i in range(1, 4)]
     with FakeOpenAI([*calls, "Stopped at the cap."]) as model:
         run(model, "Run three different steps.")
@@ -181,8 +180,8 @@ def results_in(body: dict[str, Any]) -> int:
     return sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
 
 
-def test_only_the_looping_subagent_is_denied(qwen: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path)
+def test_only_the_looping_subagent_is_denied(qwen: Path, installed: Installed) -> None:
+    run = Run(installed)
     side = run.work / "side.txt"
     loop = f"echo loop >> {side}"
 
@@ -231,8 +230,8 @@ print("tests passed with", value)
 """
 
 
-def test_healthy_edit_test_cycle_is_never_denied(qwen: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path)
+def test_healthy_edit_test_cycle_is_never_denied(qwen: Path, installed: Installed) -> None:
+    run = Run(installed)
     app = run.work / "app.py"
     app.write_text("value = 0\n")
     (run.work / "check.py").write_text(CHECK_SCRIPT)
