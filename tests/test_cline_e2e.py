@@ -1,5 +1,6 @@
 """The real Cline CLI (`cline --json PROMPT`, pinned in tests/e2e/package.json) with the
-plugin `dsh-circuit-breaker install cline` puts into its plugins directory, against a
+plugin the installed wheel's `dsh-circuit-breaker install cline` (tests/support/installed.py)
+puts into its plugins directory, against a
 scripted fake model speaking OpenAI Chat Completions on 127.0.0.1
 (tests/support/fake_openai.py), set up as a user would: `cline auth -p openai -b URL`.
 
@@ -15,8 +16,6 @@ between.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +23,12 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
-from hook_support import hook_env
 from support.fake_openai import FakeOpenAI, function_call
 from support.harness_run import edit_test_project, json_lines, run_json_lines, side_lines
+from support.installed import Installed
 
 CLINE = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "cline"
-CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
+pytestmark = pytest.mark.timeout(300)  # each test runs the CLI once
 
 
 @pytest.fixture
@@ -38,9 +37,10 @@ def cline() -> Path:
     return CLINE
 
 
-def cline_env(home: Path) -> dict[str, str]:
+def cline_env(installed: Installed) -> dict[str, str]:
     """A private HOME; no hub daemon (the local session backend), no telemetry."""
-    env = {k: v for k, v in hook_env(home).items() if not k.startswith(("CLINE_", "OPENAI_"))}
+    home = installed.home
+    env = {k: v for k, v in installed.env.items() if not k.startswith(("CLINE_", "OPENAI_"))}
     env.update(CLINE_SESSION_BACKEND_MODE="local", CLINE_NO_AUTO_UPDATE="1")
     settings = home / ".cline" / "data" / "settings"
     settings.mkdir(parents=True, exist_ok=True)
@@ -53,20 +53,21 @@ def cline_env(home: Path) -> dict[str, str]:
 class Run:
     """`cline --json` in a private HOME with our plugin installed by our own CLI."""
 
-    def __init__(self, home: Path, config: dict[str, Any] | None = None) -> None:
-        self.home = home
+    def __init__(self, installed: Installed, config: dict[str, Any] | None = None) -> None:
+        self.home = home = installed.home
         self.work = home / "work"
         self.work.mkdir()
-        self.env = cline_env(home)
+        self.env = cline_env(installed)
         if config is not None:
             path = home / "breaker.json"
             path.write_text(json.dumps(config))
             self.env["DSH_CIRCUIT_BREAKER_CONFIG"] = str(path)
-        installed = subprocess.run(
-            [*CLI, "install", "cline"], env=self.env, capture_output=True, text=True, timeout=60
-        )
-        assert installed.returncode == 0, installed.stdout + installed.stderr
-        assert str(home / ".cline" / "plugins" / "dsh-circuit-breaker.js") in installed.stdout
+        done = installed.run("install", "cline", env=self.env, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        plugin = home / ".cline" / "plugins" / "dsh-circuit-breaker.js"
+        assert str(plugin) in done.stdout
+        # The guard the plugin starts is the installed interpreter, not this checkout's.
+        assert str(installed.python) in plugin.read_text()
         self.incidents = home / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
 
     def __call__(self, model: FakeOpenAI, prompt: str) -> list[dict[str, Any]]:
@@ -108,9 +109,11 @@ def root_agent(events: list[dict[str, Any]]) -> str:
     return str(agent)
 
 
-def test_a_repeated_cycle_is_refused_then_cline_ends_the_run(cline: Path, tmp_path: Path) -> None:
+def test_a_repeated_cycle_is_refused_then_cline_ends_the_run(
+    cline: Path, installed: Installed
+) -> None:
     # Two calls in turn: never five identical in a row, so Cline's own guard lets it go on.
-    run = Run(tmp_path)
+    run = Run(installed)
     side = run.work / "side.txt"
     calls = [run_commands(f"echo {'ab'[i % 2]} >> {side}") for i in range(18)]
     with FakeOpenAI([*calls, "All attempted."]) as model:
@@ -135,10 +138,10 @@ def test_a_repeated_cycle_is_refused_then_cline_ends_the_run(cline: Path, tmp_pa
 
 
 @pytest.mark.parametrize("limit", [None, 3])
-def test_identical_calls_in_a_row(cline: Path, tmp_path: Path, limit: int | None) -> None:
+def test_identical_calls_in_a_row(cline: Path, installed: Installed, limit: int | None) -> None:
     # The probe, ten identical calls: Cline's own guard ends the run at the fifth, before
     # the breaker's default limit of six; with duplicateLimit 3 the breaker refuses first.
-    run = Run(tmp_path, None if limit is None else {"duplicateLimit": limit})
+    run = Run(installed, None if limit is None else {"duplicateLimit": limit})
     side = run.work / "side.txt"
     calls = [run_commands(f"echo cbprobe4 >> {side}") for _ in range(10)]
     with FakeOpenAI([*calls, "All ten attempted."]) as model:
@@ -155,8 +158,8 @@ def test_identical_calls_in_a_row(cline: Path, tmp_path: Path, limit: int | None
         assert [i["count"] for i in run.incident_lines()] == [3]
 
 
-def test_healthy_edit_test_cycle_is_never_denied(cline: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path)
+def test_healthy_edit_test_cycle_is_never_denied(cline: Path, installed: Installed) -> None:
+    run = Run(installed)
     app = edit_test_project(run.work)
     rounds = 10
     script: list[Any] = [function_call("read_files", {"files": [{"path": str(app)}]})]
@@ -177,8 +180,8 @@ def test_healthy_edit_test_cycle_is_never_denied(cline: Path, tmp_path: Path) ->
 SUBAGENT_MARK = "SUBAGENT-TASK: run the two loop commands in turn."
 
 
-def test_only_the_looping_subagent_is_denied(cline: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path)
+def test_only_the_looping_subagent_is_denied(cline: Path, installed: Installed) -> None:
+    run = Run(installed)
     side = run.work / "side.txt"
 
     def loop(i: int, who: str) -> dict[str, Any]:
@@ -210,8 +213,8 @@ def test_only_the_looping_subagent_is_denied(cline: Path, tmp_path: Path) -> Non
     assert incident["agent"] == f"{root_agent(events)}/{sub}"
 
 
-def test_cap_text_reaches_the_model(cline: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path, {"maxCallsPerAgent": 3, "window": 6})
+def test_cap_text_reaches_the_model(cline: Path, installed: Installed) -> None:
+    run = Run(installed, {"maxCallsPerAgent": 3, "window": 6})
     side = run.work / "side.txt"
     calls = [run_commands(f"echo {i} >> {side}") for i in range(5)]
     with FakeOpenAI([*calls, "Out of calls."]) as model:

@@ -1,5 +1,6 @@
-"""The real GitHub Copilot CLI (`copilot -p`, pinned in tests/e2e/package.json) with
-`dsh-circuit-breaker install copilot`'s hooks file, against a scripted fake model speaking
+"""The real GitHub Copilot CLI (`copilot -p`, pinned in tests/e2e/package.json) with the
+hooks file the installed wheel's `dsh-circuit-breaker install copilot` wrote
+(tests/support/installed.py), against a scripted fake model speaking
 OpenAI Chat Completions on 127.0.0.1 (tests/support/fake_openai.py).
 
 Copilot runs on its own model provider (BYOK: `COPILOT_PROVIDER_BASE_URL`) with
@@ -12,20 +13,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import require
-from hook_support import hook_env
 from support.fake_openai import FakeOpenAI, function_call
 from support.harness_run import edit_test_project, json_lines, run_json_lines, side_lines
+from support.installed import Installed
 
 COPILOT = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "copilot"
-CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
 DENIED = "Denied by preToolUse hook: Circuit breaker: this bash call was NOT run."
+
+pytestmark = pytest.mark.timeout(300)  # each test runs the CLI once or twice
 
 
 @pytest.fixture(scope="module")
@@ -37,15 +38,18 @@ def package_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Run:
-    """`copilot -p` in a private HOME, our hooks file installed by our own CLI."""
+    """`copilot -p` in a private HOME, the hooks file installed by the installed wheel."""
 
-    def __init__(self, home: Path, cache: Path, config: dict[str, Any] | None = None) -> None:
-        self.home = home
+    def __init__(
+        self, installed: Installed, cache: Path, config: dict[str, Any] | None = None
+    ) -> None:
+        self.home = home = installed.home
+        self.installed = installed
         self.work = home / "work"
         self.work.mkdir()
         self.env = {
             k: v
-            for k, v in hook_env(home).items()
+            for k, v in installed.env.items()
             if not k.startswith(("COPILOT_", "GITHUB_", "GH_", "OPENAI_"))
         }
         self.env.update(COPILOT_PKG_CACHE_HOME=str(cache), COPILOT_OFFLINE="true")
@@ -55,16 +59,12 @@ class Run:
             self.env["DSH_CIRCUIT_BREAKER_CONFIG"] = str(path)
         self.hooks_file = home / ".copilot" / "hooks" / "dsh-circuit-breaker.json"
         assert str(self.hooks_file) in self.cli("install").stdout
+        # The hook Copilot will run is the installed interpreter, not this checkout's.
+        assert str(installed.python) in self.hooks_file.read_text()
         self.incidents = home / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
 
     def cli(self, action: str, *args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [*CLI, action, "copilot", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = self.installed.run(action, "copilot", *args, env=self.env)
         assert done.returncode == 0, done.stdout + done.stderr
         return done
 
@@ -99,8 +99,8 @@ def texts_in_next_requests(model: FakeOpenAI, calls: list[dict[str, Any]]) -> li
     return [model.result_in_next_request(call["id"]).text for call in calls]
 
 
-def test_probe_six_run_then_denied(package_cache: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path, package_cache)
+def test_probe_six_run_then_denied(package_cache: Path, installed: Installed) -> None:
+    run = Run(installed, package_cache)
     side = run.work / "side.txt"
     calls = probe(side)
     with FakeOpenAI([*calls, "All ten probe steps attempted."]) as model:
@@ -118,8 +118,8 @@ def test_probe_six_run_then_denied(package_cache: Path, tmp_path: Path) -> None:
     assert incident["agent"] == events[-1]["sessionId"]  # Copilot's session id reaches the hook
 
 
-def test_healthy_edit_test_cycle_is_never_denied(package_cache: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path, package_cache)
+def test_healthy_edit_test_cycle_is_never_denied(package_cache: Path, installed: Installed) -> None:
+    run = Run(installed, package_cache)
     app = edit_test_project(run.work)
     rounds = 10
     script: list[Any] = [function_call("view", {"path": str(app)})]
@@ -140,8 +140,8 @@ def test_healthy_edit_test_cycle_is_never_denied(package_cache: Path, tmp_path: 
 SUBAGENT_MARK = "SUBAGENT-TASK: run the loop command."
 
 
-def test_only_the_looping_subagent_is_denied(package_cache: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path, package_cache)
+def test_only_the_looping_subagent_is_denied(package_cache: Path, installed: Installed) -> None:
+    run = Run(installed, package_cache)
     side = run.work / "side.txt"
     command = f"echo loop >> {side}"
 
@@ -181,8 +181,10 @@ def test_only_the_looping_subagent_is_denied(package_cache: Path, tmp_path: Path
     assert incident["agent"] == f"{events[-1]['sessionId']}/{started['agentId']}"
 
 
-def test_a_new_user_prompt_starts_the_session_afresh(package_cache: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path, package_cache)
+def test_a_new_user_prompt_starts_the_session_afresh(
+    package_cache: Path, installed: Installed
+) -> None:
+    run = Run(installed, package_cache)
     side = run.work / "side.txt"
     with FakeOpenAI([*probe(side, 5), "Five done."]) as first:
         one = run(first, "Run the probe five times.")
@@ -198,8 +200,8 @@ def test_a_new_user_prompt_starts_the_session_afresh(package_cache: Path, tmp_pa
     assert side_lines(side) == ["cbprobe4"] * 11
 
 
-def test_cap_text_reaches_the_model(package_cache: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path, package_cache, {"maxCallsPerAgent": 3, "window": 6})
+def test_cap_text_reaches_the_model(package_cache: Path, installed: Installed) -> None:
+    run = Run(installed, package_cache, {"maxCallsPerAgent": 3, "window": 6})
     side = run.work / "side.txt"
     calls = [bash(f"echo {i} >> {side}", f"step {i}") for i in range(5)]
     with FakeOpenAI([*calls, "Out of calls."]) as model:
@@ -217,11 +219,11 @@ def test_cap_text_reaches_the_model(package_cache: Path, tmp_path: Path) -> None
     )
 
 
-def test_reinstall_and_uninstall(package_cache: Path, tmp_path: Path) -> None:
-    run = Run(tmp_path, package_cache)
+def test_reinstall_and_uninstall(package_cache: Path, installed: Installed) -> None:
+    run = Run(installed, package_cache)
     hooks = run.hooks_file.parent
     (hooks / "others.json").write_text('{"version": 1, "hooks": {}}')
-    config = tmp_path / "other-config.json"
+    config = installed.home / "other-config.json"
     config.write_text('{"duplicateLimit": 3}')
     # A reinstall with other options leaves a backup of our file beside it, which Copilot
     # must not load as a second hook.
