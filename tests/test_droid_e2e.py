@@ -130,9 +130,11 @@ def test_probe_six_run_then_denied(droid: Path, installed: Installed) -> None:
     assert lines(side) == ["cbprobe4"] * 6  # six really ran
     assert [t.endswith("\n[Process exited with code 0]") for t in texts[:6]] == [True] * 6
     assert texts[6:] == [DUPLICATE] * 4  # droid's "Error: " and the breaker's text, nothing else
-    (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    # The first duplicate, then the first stop (the third refusal in a row).
+    incident, stop = [json.loads(line) for line in run.incidents.read_text().splitlines()]
     assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "Execute", 6)
-    assert incident["agent"] == result["session_id"]
+    assert (stop["kind"], stop["count"], stop["limit"]) == ("stop", 3, 3)
+    assert incident["agent"] == stop["agent"] == result["session_id"]
 
 
 def test_the_cap_text_reaches_the_model(droid: Path, installed: Installed) -> None:

@@ -210,7 +210,15 @@ def test_probe_six_run_then_blocked(gemini: Path, installed: Installed) -> None:
             "count": 6,
             "limit": 6,
             "agent": output["session_id"],  # Gemini CLI's session id reaches the hook
-        }
+        },
+        {  # the third refusal in a row is the agent's first stop (stopAfterDenials 3)
+            "time": run.incident_lines()[1]["time"],
+            "kind": "stop",
+            "tool": "run_shell_command",
+            "count": 3,
+            "limit": 3,
+            "agent": output["session_id"],
+        },
     ]
 
 
@@ -293,8 +301,10 @@ def test_a_subagent_is_keyed_by_its_parents_session(gemini: Path, installed: Ins
     assert results[by_description["the subagent's command, from the parent"]].is_error
     assert not results[by_description["a different command"]].is_error
     assert side_lines(side) == ["loop"] * 6 + ["parent"]
-    (incident,) = run.incident_lines()
-    assert incident["agent"] == output["session_id"]  # no subagent part in the key
+    # The subagent's two refusals and its parent's one are three in a row: one key.
+    incident, stop = run.incident_lines()
+    assert (incident["kind"], stop["kind"]) == ("duplicate", "stop")
+    assert incident["agent"] == stop["agent"] == output["session_id"]  # no subagent part
 
 
 @pytest.mark.parametrize("reset", [True, False])

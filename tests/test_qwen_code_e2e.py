@@ -121,7 +121,9 @@ def test_probe_six_run_then_denied(qwen: Path, installed: Installed) -> None:
         assert model.result_in_next_request(call["id"]).text.startswith("Command: echo cbprobe4")
     # Qwen counts our denials as permission denials.
     assert [d["tool_use_id"] for d in result["permission_denials"]] == [c["id"] for c in sent[6:]]
-    (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    # The first duplicate, then the first stop (the third refusal in a row).
+    incident, stop = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    assert (stop["kind"], stop["count"], stop["limit"]) == ("stop", 3, 3)
     assert (incident["kind"], incident["tool"], incident["count"]) == (
         "duplicate",
         "run_shell_command",
