@@ -9,7 +9,7 @@ from .config import Config
 from .incidents import append_incident, incident_line
 from .keys import call_key
 from .messages import render
-from .rules import decide
+from .rules import Refusal, decide
 from .stores import MemoryStore, StoreUnavailable, store_from_url
 
 TYPE_CHECKING = False
@@ -119,6 +119,7 @@ class CircuitBreaker:
                 if verdict.seen < len(self._allowed):
                     return self._allowed[verdict.seen]
                 return Decision(True, None, None, verdict.seen, verdict.limit)
+            assert isinstance(verdict, Refusal)
             if (verdict.first_of_kind or verdict.first_stop) and config.incident_log:
                 self._report(agent, tool, verdict, config.incident_log)
             return self._denial(tool, verdict.kind, verdict.seen, verdict.limit, verdict)
@@ -166,7 +167,7 @@ class CircuitBreaker:
             warn("dsh-circuit-breaker: could not drop state of %s", state_key, exc_info=True)
 
     def _denial(
-        self, tool: str, kind: str, count: int, limit: int, verdict: Verdict | None = None
+        self, tool: str, kind: str, count: int, limit: int, verdict: Refusal | None = None
     ) -> Decision:
         config = self.config
         text = render(config.message_template(kind), tool, kind, count, limit)
@@ -176,7 +177,7 @@ class CircuitBreaker:
         reason = render(template, tool, kind, verdict.denials, config.stop_after_denials)
         return Decision(False, kind, text, count, limit, True, reason)
 
-    def _report(self, agent: Any, tool: str, verdict: Verdict, path: str) -> None:
+    def _report(self, agent: Any, tool: str, verdict: Refusal, path: str) -> None:
         assert verdict.kind is not None
         from .identity import agent_label
 

@@ -12,25 +12,35 @@ if TYPE_CHECKING:
 class Verdict:
     """The rules' answer. `seen`: copies of the call counted (duplicate, allowed), calls made
     (cap) or calls made under the budget (budget). `first_of_kind`: the agent's first denial
-    of this kind, to log. `stop`: the harness should end the agent; `denials`: its refusals
-    in a row; `first_stop`: its first stop, to log."""
+    of this kind, to log."""
 
-    __slots__ = ("denials", "first_of_kind", "first_stop", "kind", "limit", "seen", "stop")
+    __slots__ = ("first_of_kind", "kind", "limit", "seen")
 
-    def __init__(
-        self,
-        kind: str | None,
-        seen: int,
-        limit: int,
-        first_of_kind: bool = False,
-        stop: bool = False,
-        denials: int = 0,
-        first_stop: bool = False,
-    ):
+    def __init__(self, kind: str | None, seen: int, limit: int, first_of_kind: bool = False):
         self.kind = kind  # None (allowed), "cap", "budget" or "duplicate"
         self.seen = seen
         self.limit = limit
         self.first_of_kind = first_of_kind
+
+
+class Refusal(Verdict):
+    """A denial. `stop`: the harness should end the agent; `denials`: its refusals in a
+    row; `first_stop`: its first stop, to log. (Its own class, so that an allowed call,
+    the hot path, builds nothing it does not need.)"""
+
+    __slots__ = ("denials", "first_stop", "stop")
+
+    def __init__(
+        self,
+        kind: str,
+        seen: int,
+        limit: int,
+        first_of_kind: bool,
+        stop: bool,
+        denials: int,
+        first_stop: bool,
+    ):
+        super().__init__(kind, seen, limit, first_of_kind)
         self.stop = stop
         self.denials = denials
         self.first_stop = first_stop
@@ -48,22 +58,24 @@ def decide(
     cap = config.max_calls_per_agent
     if cap and state.calls >= cap:
         return _deny(state, config, "cap", state.calls, cap)
-    for pattern, limit in budgets:
-        spent = state.spent.get(pattern, 0)
-        if spent >= limit:
-            return _deny(state, config, "budget", spent, limit)
+    if budgets:
+        for pattern, limit in budgets:
+            spent = state.spent.get(pattern, 0)
+            if spent >= limit:
+                return _deny(state, config, "budget", spent, limit)
     copies = state.since if config.reset_on_new_call else state.counts
     n = copies.get(key, 0)
     if n >= config.duplicate_limit:
         return _deny(state, config, "duplicate", n, config.duplicate_limit)
     state.record(key, config.window)
-    for pattern, _ in budgets:
-        state.spent[pattern] = state.spent.get(pattern, 0) + 1
+    if budgets:
+        for pattern, _ in budgets:
+            state.spent[pattern] = state.spent.get(pattern, 0) + 1
     state.denials = 0  # an allowed call ends the run of refusals
     return Verdict(None, n + 1, config.duplicate_limit)
 
 
-def _deny(state: AgentState, config: Config, kind: str, count: int, limit: int) -> Verdict:
+def _deny(state: AgentState, config: Config, kind: str, count: int, limit: int) -> Refusal:
     first = kind not in state.reported
     if first:
         state.reported.add(kind)
@@ -74,4 +86,4 @@ def _deny(state: AgentState, config: Config, kind: str, count: int, limit: int) 
     first_stop = stop and "stop" not in state.reported
     if first_stop:
         state.reported.add("stop")
-    return Verdict(kind, count, limit, first, stop, state.denials, first_stop)
+    return Refusal(kind, count, limit, first, stop, state.denials, first_stop)
