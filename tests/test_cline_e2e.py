@@ -128,13 +128,15 @@ def test_a_repeated_cycle_is_refused_then_cline_ends_the_run(
     # ends the run, and the model is not asked again.
     assert len(model.model_requests) == 16
     assert finish_reason(events) == "aborted"
-    (incident,) = run.incident_lines()
+    # The first duplicate, then the breaker's first stop at that same third refusal.
+    incident, stop = run.incident_lines()
     assert (incident["kind"], incident["tool"], incident["count"]) == (
         "duplicate",
         "run_commands",
         6,
     )
-    assert incident["agent"] == root_agent(events)
+    assert (stop["kind"], stop["count"], stop["limit"]) == ("stop", 3, 3)
+    assert incident["agent"] == stop["agent"] == root_agent(events)
 
 
 @pytest.mark.parametrize("limit", [None, 3])
@@ -208,9 +210,11 @@ def test_only_the_looping_subagent_is_denied(cline: Path, installed: Installed) 
     assert child_texts[13:] == [refusal("duplicate", 6, 6)] * 2
     # The parent ran the same two commands twelve times: it is an agent of its own.
     assert not [t for t in results_in_next_requests(model, parent) if "Circuit breaker" in t]
-    (incident,) = run.incident_lines()
+    # The child's first duplicate and its first stop (its third refusal in a row).
+    incident, stop = run.incident_lines()
+    assert (incident["kind"], stop["kind"]) == ("duplicate", "stop")
     (sub,) = {e["agentId"] for e in events if e["type"] == "hook_event" and e["parentAgentId"]}
-    assert incident["agent"] == f"{root_agent(events)}/{sub}"
+    assert incident["agent"] == stop["agent"] == f"{root_agent(events)}/{sub}"
 
 
 def test_cap_text_reaches_the_model(cline: Path, installed: Installed) -> None:

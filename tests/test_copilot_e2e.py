@@ -113,9 +113,12 @@ def test_probe_six_run_then_denied(package_cache: Path, installed: Installed) ->
         "Repeating it will not give a different result. Change your approach, use the results "
         "you already have, or stop and tell the user what is blocking you."
     )
-    (incident,) = run.incident_lines()
+    # The first duplicate, then the first stop (the third refusal in a row).
+    incident, stop = run.incident_lines()
     assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "bash", 6)
+    assert (stop["kind"], stop["count"], stop["limit"]) == ("stop", 3, 3)
     assert incident["agent"] == events[-1]["sessionId"]  # Copilot's session id reaches the hook
+    assert stop["agent"] == incident["agent"]
 
 
 def test_healthy_edit_test_cycle_is_never_denied(package_cache: Path, installed: Installed) -> None:
