@@ -10,7 +10,7 @@ import sys
 import threading
 from typing import Any
 
-from .token import ENV_TOKEN
+from ..config_file import ENV_TOKEN
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

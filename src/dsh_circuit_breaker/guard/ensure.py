@@ -22,6 +22,7 @@ import urllib.request
 from typing import Any
 
 from ..config import ConfigError
+from ..config_file import ENV_TOKEN
 from ..files import open_private, private_directory
 from ..paths import default_state_dir
 from . import token as tokens
@@ -72,7 +73,7 @@ def ensure(args: argparse.Namespace) -> int:
         return _say(
             f"{origin} answered HTTP {answer} to the token: another program holds that "
             "port, or a guard started with another token (its `--token`, "
-            f"${tokens.ENV_TOKEN}, or {tokens.token_path()})"
+            f"${ENV_TOKEN}, or {tokens.token_path()})"
         )
     try:
         child = _start(args, token)
@@ -111,7 +112,7 @@ def _start(args: argparse.Namespace, token: str) -> subprocess.Popen[bytes]:
             stdout=log,
             stderr=log,
             cwd="/",
-            env={**os.environ, tokens.ENV_TOKEN: token},
+            env={**os.environ, ENV_TOKEN: token},
             start_new_session=True,
         )
     finally:

@@ -12,10 +12,10 @@ import os
 import secrets
 
 from ..config import ConfigError
+from ..config_file import ENV_TOKEN
 from ..files import open_private, private_directory, read_regular
 from ..paths import default_state_dir
 
-ENV_TOKEN = "DSH_CIRCUIT_BREAKER_TOKEN"
 FILE_NAME = "http-token"
 MIN_LENGTH = 16
 MAX_LENGTH = 512
