@@ -65,6 +65,9 @@ class Service:
         self.origin = found.group(1)
         self.page_line = lines.splitlines()[-1]
         self.port = int(self.origin.rsplit(":", 1)[1])
+        if token is None:  # the environment's, else the one the service keeps in a file
+            file = Path(env["XDG_STATE_HOME"]) / "dsh-circuit-breaker" / "http-token"
+            token = env.get("DSH_CIRCUIT_BREAKER_TOKEN") or file.read_text().strip()
         self.token = token
 
     def __enter__(self) -> Service:
