@@ -329,7 +329,7 @@ class Handler(BaseHTTPRequestHandler):
         html = head.replace("{{nonce}}", nonce).replace("{{script}}", script)
         policy = (
             f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
-            "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; "
+            "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
             "frame-ancestors 'none'"
         )
         self._send(200, html.encode(), "text/html; charset=utf-8", policy=policy)

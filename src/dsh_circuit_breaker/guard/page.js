@@ -132,6 +132,7 @@
   async function reset(agent) {
     try {
       await api("/api/agents/" + encodeURIComponent(agent) + "/reset", { method: "POST" });
+      if (agent === selected) selected = null;  // gone from the store until its next call
     } catch (error) {
       $("error").textContent = "reset failed: " + error.message;
     }
