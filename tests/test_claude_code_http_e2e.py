@@ -201,3 +201,27 @@ def test_a_guard_that_cannot_be_asked_refuses_the_prompt(claude: Path, tmp_path:
     assert 'blocking because onFailure is "block"' in result["result"]
     (argv,) = session.python_starts()  # the start command, which found the port taken
     assert argv[1:] == ["serve", "--http", address, "--ensure"]
+
+
+def test_a_guard_gone_mid_session_refuses_each_call(claude: Path, tmp_path: Path) -> None:
+    service = Service(hook_env(tmp_path), token=None)
+    try:
+        session = Session(tmp_path, f"127.0.0.1:{service.port}")
+        side = session.work / "side.txt"
+
+        def stop_the_guard_then_call(body: dict[str, Any]) -> dict[str, Any]:
+            service.stop()  # it dies after two calls ran; the session goes on
+            return tool_use("Bash", {"command": f"echo after >> {side}"})
+
+        two = [tool_use("Bash", {"command": f"echo {i} >> {side}"}) for i in range(2)]
+        with FakeAnthropic([*two, stop_the_guard_then_call, "Done."]) as model:
+            session.run(model, "Run three commands.")
+    finally:
+        service.stop()
+    assert side.read_text().splitlines() == ["0", "1"]  # the third never ran
+    refused = model.result_in_next_request(model.tool_uses()[2]["id"])
+    assert refused.is_error
+    assert refused.text == (
+        f"PreToolUse:Bash hook error: [{service.origin}/hook/claude-code]: failed; "
+        f'blocking because onFailure is "block"\nconnect ECONNREFUSED 127.0.0.1:{service.port}'
+    )

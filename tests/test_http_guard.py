@@ -377,8 +377,15 @@ def test_ensure_starts_the_service_once(tmp_path: Path, env: dict[str, str]) -> 
         log = state_dir(tmp_path) / "http-guard.log"
         assert stat.S_IMODE(log.stat().st_mode) == 0o600
         assert f"guarding on http://127.0.0.1:{port}" in log.read_text()
+        stop = [*CLI, "serve", "--http", f"127.0.0.1:{port}", "--stop"]
+        stopped = subprocess.run(stop, env=env, capture_output=True, text=True, timeout=60)
+        assert stopped.returncode == 0 and f"pid {answer['pid']}" in stopped.stdout
+        assert health(f"http://127.0.0.1:{port}", token) is None
+        again = subprocess.run(stop, env=env, capture_output=True, text=True, timeout=60)
+        assert again.returncode == 0 and "no guard answers" in again.stdout
     finally:
-        os.kill(answer["pid"], 15)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(answer["pid"], 15)
 
 
 def test_serve_stdio_still_answers(env: dict[str, str]) -> None:

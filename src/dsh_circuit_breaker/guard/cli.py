@@ -35,6 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="start the service in the background unless it already answers, then exit "
         "(what the SessionStart hook of `install ... --http` runs)",
     )
+    group.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop the service that answers on this address with this token, then exit",
+    )
 
 
 def build(args: argparse.Namespace) -> Any:
@@ -82,10 +87,10 @@ def run(args: argparse.Namespace) -> int:
     from ..config import ConfigError
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
-    if args.ensure:
-        from .ensure import ensure
+    if args.ensure or args.stop:
+        from . import ensure
 
-        return ensure(args)
+        return ensure.ensure(args) if args.ensure else ensure.stop(args)
     try:
         server = build(args)
     except (ConfigError, ValueError, OSError, ssl.SSLError) as exc:

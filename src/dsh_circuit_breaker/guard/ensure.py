@@ -1,6 +1,7 @@
 """`serve --http ADDRESS --ensure`: make sure the guard answers there, starting it in the
-background if nothing does, then exit. `install ... --http` runs it as a SessionStart
-command hook: one process per session (not per tool call), before the first prompt.
+background if nothing does, then exit; `--stop` stops the one that answers there.
+`install ... --http` runs `--ensure` as a SessionStart command hook: one process per
+session (not per tool call), before the first prompt.
 
 It exits 0, printing nothing, once the service answers `/healthz` with the token this
 process would send. Otherwise it says why on stderr and exits 1: a port held by another
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -93,6 +95,32 @@ def ensure(args: argparse.Namespace) -> int:
     return _say(f"the service did not answer on {origin} within {START_SECONDS:.0f} s")
 
 
+def stop(args: argparse.Namespace) -> int:
+    """Stop the guard answering on the address with this token (its /healthz names its
+    pid); 0 once nothing answers there."""
+    from .http import url_of
+
+    try:
+        token = tokens.resolve(args.token, create=False)
+        origin = url_of(args.http)
+    except (ConfigError, ValueError) as exc:
+        return _say(str(exc), "--stop")
+    answer = health(origin, token)
+    if answer is None:
+        print(f"no guard answers on {origin}")
+        return 0
+    if not isinstance(answer, dict) or not isinstance(answer.get("pid"), int):
+        return _say(f"{origin} answered HTTP {answer}: not a guard with this token", "--stop")
+    os.kill(answer["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if health(origin, token, timeout=0.5) is None:
+            print(f"stopped the guard on {origin} (pid {answer['pid']})")
+            return 0
+        time.sleep(0.05)
+    return _say(f"the guard (pid {answer['pid']}) still answers on {origin}", "--stop")
+
+
 def _start(args: argparse.Namespace, token: str) -> subprocess.Popen[bytes]:
     from ..harnesses._settings import entry_point
 
@@ -132,6 +160,6 @@ def _log_tail(lines: int = 5, window: int = 8192) -> str:
     return " | ".join(text.strip().splitlines()[-lines:]) or "(empty log)"
 
 
-def _say(message: str) -> int:
-    print(f"dsh-circuit-breaker serve --ensure: {message}", file=sys.stderr)
+def _say(message: str, option: str = "--ensure") -> int:
+    print(f"dsh-circuit-breaker serve {option}: {message}", file=sys.stderr)
     return 1
