@@ -25,11 +25,12 @@ from typing import Any
 import pytest
 
 from conftest import require
+from dsh_circuit_breaker.harnesses import HARNESSES
 from hook_support import hook_env, pre_tool_use, prompt_submit, run_hook
 from support.guard_service import CLI, TOKEN, Service, metric_samples, state_dir
 
 FIXTURES = Path(__file__).parent / "fixtures" / "harness-events"
-HARNESSES = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
+NAMES = sorted(HARNESSES)  # every command-hook harness has its captured probe there
 
 
 def probe(name: str) -> list[dict[str, Any]]:
@@ -48,7 +49,7 @@ def service(env: dict[str, str]) -> Any:
         yield running
 
 
-@pytest.mark.parametrize("name", HARNESSES)
+@pytest.mark.parametrize("name", NAMES)
 def test_answers_are_what_the_command_hook_prints(tmp_path: Path, name: str) -> None:
     events = probe(name)
     hook_home = tmp_path / "hook"

@@ -223,11 +223,19 @@ class Handler(BaseHTTPRequestHandler):
         try:
             path, query = self._authorized(method)
             body = self._body(path) if method == "POST" else b""
-            self.server.watch(self.request, None)  # read in full: no longer the client's time
-            self._route(method, path, query, body)
         except Refused as exc:
+            # Closed after the answer: a body left unread must not be taken for a request.
             self.server.metrics.count("refused", exc.reason)
-            self._send_json(exc.status, {"error": str(exc)}, close=exc.status == 413)
+            self._send_json(exc.status, {"error": str(exc)}, close=True)
+            return
+        self.server.watch(self.request, None)  # read in full: no longer the client's time
+        try:
+            self._route(method, path, query, body)
+        except OSError:
+            raise  # the client went away: nothing to answer
+        except Exception as exc:  # our own bug: say so, and stay up
+            warn("dsh-circuit-breaker serve: %s %s failed", method, path, exc_info=True)
+            self._send_json(500, {"error": f"{type(exc).__name__}: {exc}"}, close=True)
 
     def _authorized(self, method: str) -> tuple[str, dict[str, list[str]]]:
         parts = urlsplit(self.path)

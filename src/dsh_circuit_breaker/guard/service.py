@@ -87,7 +87,9 @@ class Activity:
         self.harness = harness
         self.denials = 0
         self.last_denied = False
-        self.timeline: deque[dict[str, Any]] = deque(maxlen=TIMELINE)
+        # (time, tool, kind, count, limit) per call, (time, why) per reset: tuples, since
+        # AGENTS_REMEMBERED x TIMELINE of them may be held.
+        self.timeline: deque[tuple[Any, ...]] = deque(maxlen=TIMELINE)
 
 
 class Answer:
@@ -158,7 +160,9 @@ class Guard:
         except Malformed as exc:
             self.metrics.count("malformed", name)
             return Answer(b"", f"{name}: {exc}; allowed")
-        except Exception as exc:  # config, store or our own bug: never block the agent
+        except StoreUnavailable as exc:  # a prompt's reset (a call's check fails open itself)
+            return Answer(b"", f"{name}: state store unavailable ({exc}); allowed")
+        except Exception as exc:  # our own bug: never block the agent
             self.metrics.count("malformed", name)
             return Answer(b"", f"{name}: {type(exc).__name__}: {exc}; call allowed")
         seconds = time.perf_counter() - started
@@ -178,14 +182,13 @@ class Guard:
             if not decision.allowed:
                 activity.denials += 1
             activity.timeline.append(
-                {
-                    "time": time.time(),
-                    "tool": call.tool[:TOOL_NAME_KEPT],
-                    "allowed": decision.allowed,
-                    "kind": decision.kind,
-                    "count": decision.count,
-                    "limit": decision.limit,
-                }
+                (
+                    time.time(),
+                    call.tool[:TOOL_NAME_KEPT],
+                    decision.kind,
+                    decision.count,
+                    decision.limit,
+                )
             )
 
     def _saw_prompt(self, harness: str, agent: str, config: Config) -> None:
@@ -199,7 +202,7 @@ class Guard:
                 return
             activity = self._activity_of(agent, harness or "")
             activity.last_denied = False
-            activity.timeline.append({"time": time.time(), "reset": why})
+            activity.timeline.append((time.time(), why))
 
     def _activity_of(self, agent: str, harness: str) -> Activity:
         activity = self._activity.get(agent)
@@ -237,7 +240,7 @@ class Guard:
             if stored == agent and state is not None:
                 with self._lock:
                     activity = self._activity.get(agent)
-                    timeline = list(activity.timeline) if activity else []
+                    timeline = [_event_json(e) for e in activity.timeline] if activity else []
                 return {"agent": self._row(agent, state), "timeline": timeline}
         return None
 
@@ -246,14 +249,15 @@ class Guard:
         with self._lock:
             activity = self._activity.get(agent)
             seen = (activity.harness, activity.denials, activity.last_denied) if activity else None
-            last = activity.timeline[-1] if activity and activity.timeline else None
+            timeline = reversed(activity.timeline) if activity else iter(())
+            last_tool = next((e[1] for e in timeline if len(e) > 2), None)
         session, _, subagent = agent.partition("/")
         row.update(
             session=session,
             subagent=subagent or None,
             harness=seen[0] if seen else None,
             denials=seen[1] if seen else None,
-            lastTool=last.get("tool") if last else None,
+            lastTool=last_tool,
             status=_status(row["tripped"], bool(seen and seen[2])),
         )
         return row
@@ -303,6 +307,20 @@ class Guard:
         if fresh:
             records = records[-INCIDENTS_LISTED:]
         return {"log": path, "offset": start + end, "incidents": records}
+
+
+def _event_json(event: tuple[Any, ...]) -> dict[str, Any]:
+    if len(event) == 2:
+        return {"time": event[0], "reset": event[1]}
+    when, tool, kind, count, limit = event
+    return {
+        "time": when,
+        "tool": tool,
+        "allowed": kind is None,
+        "kind": kind,
+        "count": count,
+        "limit": limit,
+    }
 
 
 def _event(body: bytes) -> dict[str, Any]:
