@@ -87,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
     from ..config import ConfigError
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
+    if args.config_json:
+        print("dsh-circuit-breaker serve: --config-json is --stdio's; use --config FILE")
+        return 2
     if args.ensure or args.stop:
         from . import ensure
 
