@@ -402,3 +402,33 @@ def test_serve_stdio_still_answers(env: dict[str, str]) -> None:
         [*CLI, "serve", "--stdio", "--http", "0"], env=env, capture_output=True, timeout=60
     )
     assert both.returncode == 2 and b"not allowed with argument" in both.stderr
+
+
+def test_two_guards_on_one_redis_are_one_breaker(tmp_path: Path) -> None:
+    """A fleet: two guard processes (as on two machines) and a command hook on one Redis
+    store; 2 x 16 clients making the same call for one agent run it exactly 6 times."""
+    from conftest import STORE_URLS
+
+    url = STORE_URLS["redis"](tmp_path)
+    env = hook_env(tmp_path, DSH_CIRCUIT_BREAKER_STATE=url)
+    event = pre_tool_use(session="fleet", tool_input={"command": "retry"})
+    assert run_hook(event, env).stdout == ""  # the command hook counts one
+    allowed: list[bool] = []
+    lock = threading.Lock()
+    with Service(env) as one, Service(env) as two:
+
+        def client(service: Service) -> None:
+            for _ in range(5):
+                ran = service.hook(event) == b""
+                with lock:
+                    allowed.append(ran)
+
+        threads = [threading.Thread(target=client, args=(s,)) for s in [one, two] * 16]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert len(allowed) == 160 and sum(allowed) == 5  # six in all, with the hook's
+        (agent,) = one.json("/api/agents")["agents"]
+        assert agent["calls"] == 6 and agent["status"] == "denied"
+        assert two.json("/api/agents")["agents"][0]["calls"] == 6

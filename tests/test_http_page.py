@@ -50,7 +50,9 @@ def test_the_page_shows_an_agent_its_denial_and_resets_it(browser: None, tmp_pat
     assert seen["denialCells"] == ["6/300", "6/6", "1"]  # calls, top repeat, denials
     assert seen["timelineCells"] == 7
     assert "duplicate" in seen["incident"] and "browser-session-1" in seen["incident"]
-    # The reset button forgot the agent in the store: its next call ran again.
+    # The reset button forgot the agent in the store (its timeline keeps a reset mark):
+    # its next call ran again.
+    assert seen["timelineAfterReset"].endswith("not in the store now (reset or expired)")
     assert seen["afterReset"] == {"status": 200, "body": ""}
     assert [(a["agent"], a["calls"]) for a in agents] == [("browser-session-1", 1)]
     assert seen["error"] == ""

@@ -71,6 +71,8 @@ try {
   await row.locator("button.reset").click();
   await row.waitFor({ state: "detached", timeout: WAIT });
   seen.resetShownMs = Date.now() - started;
+  await page.locator("#timeline .cell.reset").waitFor({ timeout: WAIT });
+  seen.timelineAfterReset = await page.locator("#timeline p").textContent();
   seen.afterReset = await hook("echo loop");
   seen.error = await page.locator("#error").textContent();
 } finally {

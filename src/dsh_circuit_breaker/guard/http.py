@@ -5,7 +5,7 @@ Endpoints (every one needs the token, see `token`):
     POST /hook/<harness>            a hook event in; exactly what `hook --harness` prints out
     GET  /                          the live page (the token in `?token=`, as Jupyter does)
     GET  /api/agents                the store's agents, as the page lists them
-    GET  /api/agents/<id>           one agent and its timeline (id URL-encoded)
+    GET  /api/agents/<id>           one agent (null if not in the store) and its timeline
     POST /api/agents/<id>/reset     forget one agent's state
     GET  /api/incidents?after=N     incident log records after byte N
     GET  /metrics                   Prometheus text format
@@ -310,7 +310,7 @@ class Handler(BaseHTTPRequestHandler):
             self._store_json(lambda: guard.reset(agent), f"no agent {agent!r} in the store")
         elif method == "GET" and "/" not in rest:
             agent = unquote(rest)
-            self._store_json(lambda: guard.agent(agent), f"no agent {agent!r} in the store")
+            self._store_json(lambda: guard.agent(agent))
         else:
             self._send_json(404, {"error": f"no {method} /api/agents/{rest}"})
 

@@ -76,13 +76,7 @@
     const box = $("timeline");
     $("timeline-agent").textContent = selected || "";
     if (!selected) return;
-    let data;
-    try {
-      data = await api("/api/agents/" + encodeURIComponent(selected));
-    } catch (error) {
-      box.replaceChildren(el("p", "not in the store (reset or expired)", "empty"));
-      return;
-    }
+    const data = await api("/api/agents/" + encodeURIComponent(selected));
     const cells = el("div", null, "cells");
     const rows = el("tbody");
     for (const event of data.timeline) {
@@ -102,9 +96,11 @@
     }
     const table = el("table");
     table.appendChild(rows);
-    const note = data.timeline.length
-      ? el("p", data.timeline.length + " calls seen by this service", "sub")
-      : el("p", "no calls through this service yet (command hooks count in the store only)", "empty");
+    const seen = data.timeline.length
+      ? data.timeline.length + " events seen by this service"
+      : "no calls through this service yet (command hooks count in the store only)";
+    const note = el("p", data.agent ? seen : seen + "; not in the store now (reset or expired)",
+      data.timeline.length ? "sub" : "empty");
     box.replaceChildren(cells, note, table);
   }
 
@@ -132,7 +128,6 @@
   async function reset(agent) {
     try {
       await api("/api/agents/" + encodeURIComponent(agent) + "/reset", { method: "POST" });
-      if (agent === selected) selected = null;  // gone from the store until its next call
     } catch (error) {
       $("error").textContent = "reset failed: " + error.message;
     }

@@ -234,15 +234,18 @@ class Guard:
             "agents": rows[:AGENTS_LISTED],
         }
 
-    def agent(self, agent: str) -> dict[str, Any] | None:
-        """One agent and its timeline; None if the store does not hold it."""
+    def agent(self, agent: str) -> dict[str, Any]:
+        """One agent (None when the store does not hold it: reset, expired, never seen)
+        and its timeline as this service saw it."""
+        row = None
         for stored, state in self.store.agents():
             if stored == agent and state is not None:
-                with self._lock:
-                    activity = self._activity.get(agent)
-                    timeline = [_event_json(e) for e in activity.timeline] if activity else []
-                return {"agent": self._row(agent, state), "timeline": timeline}
-        return None
+                row = self._row(agent, state)
+                break
+        with self._lock:
+            activity = self._activity.get(agent)
+            timeline = [_event_json(e) for e in activity.timeline] if activity else []
+        return {"agent": row, "timeline": timeline}
 
     def _row(self, agent: str, state: AgentState) -> dict[str, Any]:
         row = describe(agent, state, self.config)
