@@ -1,5 +1,6 @@
-"""The real Claude Code CLI (2.1.332) with `install claude-code --http`: its HTTP hooks
-post to the resident guard (`serve --http`), against the scripted model on 127.0.0.1.
+"""The real Claude Code CLI (2.1.332) with the installed wheel's `install claude-code
+--http` (tests/support/installed.py): its HTTP hooks post to the resident guard (the
+wheel's `serve --http`), against the scripted model on 127.0.0.1.
 
 No hook process is started per call, and that is checked, not assumed: every Python
 process started under the CLI logs its command line through a `sitecustomize` on its
@@ -21,12 +22,13 @@ from typing import Any
 import pytest
 
 from conftest import require
-from hook_support import hook_env
 from support.fake_anthropic import FakeAnthropic, tool_use
-from support.guard_service import CLI, Service, metric_samples, state_dir
+from support.guard_service import Service, metric_samples, state_dir
+from support.installed import Installed
 
 CLAUDE = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "claude"
 DENIAL_START = "Circuit breaker: this Bash call was NOT run."
+pytestmark = pytest.mark.timeout(300)  # one CLI run per test (240 s at most)
 MARKER = """import os, sys
 with open(os.environ["PYTHON_START_LOG"], "a") as log:
     log.write(repr(sys.argv) + "\\n")
@@ -40,28 +42,26 @@ def claude() -> Path:
 
 
 class Session:
-    """A private HOME with `install claude-code --http` for the guard at `address`."""
+    """The installed wheel's `install claude-code --http` for the guard at `address`, in
+    the test's private HOME."""
 
-    def __init__(self, home: Path, address: str) -> None:
-        self.home = home
+    def __init__(self, installed: Installed, address: str) -> None:
+        self.home = home = installed.home
         self.work = home / "work"
         self.work.mkdir()
         self.settings = home / "claude-settings.json"
-        env = hook_env(home)
         self.env = {
             k: v
-            for k, v in env.items()
+            for k, v in installed.env.items()
             if not k.startswith(("ANTHROPIC_", "CLAUDE_", "CLAUDECODE"))
         }
-        installed = subprocess.run(
-            [*CLI, "install", "claude-code", "--http", address, "--settings", str(self.settings)],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
+        done = installed.run(
+            "install", "claude-code", "--http", address, "--settings", str(self.settings)
         )
-        assert "installed in" in installed.stdout
+        assert done.returncode == 0 and "installed in" in done.stdout, done.stderr
+        # What Claude Code starts once per session is the installed interpreter.
+        (start,) = json.loads(self.settings.read_text())["hooks"]["SessionStart"]
+        assert start["hooks"][0]["command"].startswith(str(installed.python) + " "), start
         marker = home / "marker"
         marker.mkdir()
         (marker / "sitecustomize.py").write_text(MARKER)
@@ -127,10 +127,12 @@ def decisions(service: Service) -> dict[str, float]:
     }
 
 
-def test_probe_over_http_with_no_hook_process(claude: Path, tmp_path: Path) -> None:
-    with Service(hook_env(tmp_path), token=None) as service:  # its token file, as installed
+def test_probe_over_http_with_no_hook_process(claude: Path, installed: Installed) -> None:
+    with Service(
+        installed.env, token=None, cli=[str(installed.cli)]
+    ) as service:  # its token file, as installed
         address = f"127.0.0.1:{service.port}"
-        session = Session(tmp_path, address)
+        session = Session(installed, address)
         side = session.work / "side.txt"
         with FakeAnthropic([*probe_calls(side), "All ten probe steps attempted."]) as model:
             events = session.run(model, "Run the cbprobe4 probe ten times.")
@@ -146,13 +148,13 @@ def test_probe_over_http_with_no_hook_process(claude: Path, tmp_path: Path) -> N
         assert (agent["harness"], agent["calls"], agent["denials"]) == ("claude-code", 6, 4)
 
 
-def test_session_start_starts_the_guard(claude: Path, tmp_path: Path) -> None:
+def test_session_start_starts_the_guard(claude: Path, installed: Installed) -> None:
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{free.getsockname()[1]}"
-    session = Session(tmp_path, address)
+    session = Session(installed, address)
     side = session.work / "side.txt"
-    token = (state_dir(tmp_path) / "http-token").read_text().strip()  # install created it
+    token = (state_dir(installed.home) / "http-token").read_text().strip()  # install created it
     from dsh_circuit_breaker.guard.ensure import health
 
     assert health(f"http://{address}", token) is None  # nothing answers before the session
@@ -166,7 +168,7 @@ def test_session_start_starts_the_guard(claude: Path, tmp_path: Path) -> None:
         if isinstance(answer, dict):
             os.kill(answer["pid"], 15)
     assert isinstance(answer, dict), "the SessionStart hook started the guard"
-    log = (state_dir(tmp_path) / "http-guard.log").read_text()
+    log = (state_dir(installed.home) / "http-guard.log").read_text()
     assert f"guarding on http://{address}" in log
 
 
@@ -182,12 +184,14 @@ class NotTheGuard(BaseHTTPRequestHandler):
         pass
 
 
-def test_a_guard_that_cannot_be_asked_refuses_the_prompt(claude: Path, tmp_path: Path) -> None:
+def test_a_guard_that_cannot_be_asked_refuses_the_prompt(
+    claude: Path, installed: Installed
+) -> None:
     squatter = ThreadingHTTPServer(("127.0.0.1", 0), NotTheGuard)
     Thread(target=squatter.serve_forever, daemon=True).start()
     address = f"127.0.0.1:{squatter.server_address[1]}"
     try:
-        session = Session(tmp_path, address)
+        session = Session(installed, address)
         side = session.work / "side.txt"
         with FakeAnthropic([*probe_calls(side), "Done."]) as model:
             events = session.run(model, "Run the cbprobe4 probe ten times.")
@@ -203,10 +207,10 @@ def test_a_guard_that_cannot_be_asked_refuses_the_prompt(claude: Path, tmp_path:
     assert argv[1:] == ["serve", "--http", address, "--ensure"]
 
 
-def test_a_guard_gone_mid_session_refuses_each_call(claude: Path, tmp_path: Path) -> None:
-    service = Service(hook_env(tmp_path), token=None)
+def test_a_guard_gone_mid_session_refuses_each_call(claude: Path, installed: Installed) -> None:
+    service = Service(installed.env, token=None, cli=[str(installed.cli)])
     try:
-        session = Session(tmp_path, f"127.0.0.1:{service.port}")
+        session = Session(installed, f"127.0.0.1:{service.port}")
         side = session.work / "side.txt"
 
         def stop_the_guard_then_call(body: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,8 @@ from support.guard_service import CLI, TOKEN, Service, metric_samples, state_dir
 
 FIXTURES = Path(__file__).parent / "fixtures" / "harness-events"
 NAMES = sorted(HARNESSES)  # every command-hook harness has its captured probe there
+# Services started and stopped, 32 clients, a client cut off after 10 s: room under load.
+pytestmark = pytest.mark.timeout(120)
 
 
 def probe(name: str) -> list[dict[str, Any]]:

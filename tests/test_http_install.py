@@ -12,9 +12,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dsh_circuit_breaker.harnesses import _settings
 from hook_support import hook_env
 from support.guard_service import CLI, Service, state_dir
+
+pytestmark = pytest.mark.timeout(120)  # doctor starts the real CLI
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -1,8 +1,9 @@
 """The live page in a real headless browser: Debian's Chromium (/usr/bin/chromium, from
-scripts/setup) driven by playwright-core (pinned in tests/e2e/package.json), against a
-real `serve --http`. The page loads with the token, shows an agent a hook request just
-created, shows its denial within a second, and its reset button resets it in the store.
-A screenshot of the page, as the user sees it, is written next to the test's output.
+scripts/setup) driven by playwright-core (pinned in tests/e2e/package.json), against the
+installed wheel's `serve --http` (so the page is the one the wheel ships). The page loads
+with the token, shows an agent a hook request just created, shows its denial within a
+second, and its reset button resets it in the store. A screenshot of the page, as the
+user sees it, is written next to the test's output.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from hook_support import hook_env
 from support.guard_service import TOKEN, Service
+from support.installed import Installed
 
 HERE = Path(__file__).parent
 CHROMIUM = Path("/usr/bin/chromium")
 PLAYWRIGHT = HERE / "e2e" / "node_modules" / "playwright-core"
+pytestmark = pytest.mark.timeout(180)  # Chromium starting under load; 10 s per wait
 
 
 @pytest.fixture
@@ -30,9 +32,11 @@ def browser() -> None:
     require(shutil.which("node") is not None, "node")
 
 
-def test_the_page_shows_an_agent_its_denial_and_resets_it(browser: None, tmp_path: Path) -> None:
+def test_the_page_shows_an_agent_its_denial_and_resets_it(
+    browser: None, installed: Installed, tmp_path: Path
+) -> None:
     screenshot = tmp_path / "live-page.png"
-    with Service(hook_env(tmp_path)) as service:
+    with Service(installed.env, cli=[str(installed.cli)]) as service:
         done = subprocess.run(
             ["node", str(HERE / "support" / "page_check.mjs"), service.origin, TOKEN,
              str(tmp_path / "chromium-profile"), str(screenshot)],

@@ -45,8 +45,11 @@ class Service:
         *args: str,
         token: str | None = TOKEN,
         address: str = "127.0.0.1:0",
+        cli: list[str] = CLI,
     ) -> None:
-        command = [*CLI, "serve", "--http", address, *args]
+        """`cli`: the command that runs `dsh-circuit-breaker` (default: this interpreter's
+        package; end-to-end tests pass the installed wheel's console script)."""
+        command = [*cli, "serve", "--http", address, *args]
         if token is not None:
             command += ["--token", token]
         # Warnings to a file: a pipe nobody reads would fill up and stall the service.
