@@ -14,7 +14,7 @@ from dsh_circuit_breaker import __version__
 from support.installed import INSTALLED, REPO, Installed
 
 PACKAGE = REPO / "src" / "dsh_circuit_breaker"
-DATA = ["dsh/plugin.mjs", "dsh/SKILL.md", "py.typed"]
+DATA = ["dsh/plugin.mjs", "dsh/SKILL.md", "py.typed", "guard/page.html", "guard/page.js"]
 
 
 def built(pattern: str) -> Path:

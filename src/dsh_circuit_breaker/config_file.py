@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 ENV_CONFIG = "DSH_CIRCUIT_BREAKER_CONFIG"
 ENV_STATE = "DSH_CIRCUIT_BREAKER_STATE"
+ENV_TOKEN = "DSH_CIRCUIT_BREAKER_TOKEN"  # the HTTP guard's token (guard/token.py)
 ROW_IDS = ("circuit-breaker", "dsh-circuit-breaker")
 EXTENSIONS = ("toml", "json", "yaml", "yml")
 MAX_CONFIG_BYTES = 1024 * 1024

@@ -29,8 +29,10 @@ from .harnesses import DEFAULT, Call, Malformed, Prompt, load
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
     from typing import Any
 
+    from .breaker import Decision
     from .config import Config
 
 # A hook event is a few kilobytes; a Write of a large file can reach megabytes. Past this
@@ -77,17 +79,34 @@ def handle(
     from .config_file import hook_config, state_url
 
     config, file_state = hook_config(config_path, harness)
-    if isinstance(what, Call):
-        if not config.enabled or not config.guards(what.tool):
-            return None  # an unguarded call: no store is even opened
+
+    def open_breaker() -> Any:
         if config.incident_log:
             _ensure_parent(config.incident_log)
-        breaker = _breaker(config, state_url(state, file_state))
-        answer: str | None = harness.answer(breaker.check(what.agent, what.tool, what.arguments))
-        return answer
-    if isinstance(what, Prompt) and config.reset_on_user_prompt:
-        _breaker(config, state_url(state, file_state)).reset(what.agent)
-    return None
+        return _breaker(config, state_url(state, file_state))
+
+    return judge(harness, what, config, open_breaker)[0]
+
+
+def judge(
+    harness: Any, what: Call | Prompt, config: Config, breaker: Callable[[], Any]
+) -> tuple[str | None, Decision | None]:
+    """What the harness gets back for one parsed event, and the decision behind it (None
+    for an event that is not a judged call). The one translation every transport shares:
+    the command hook and the HTTP guard (`guard/`) both answer through it.
+
+    `breaker` returns the breaker to use; it is called only when the event needs one,
+    so an unguarded call opens no store.
+    """
+    if isinstance(what, Call):
+        if not config.enabled or not config.guards(what.tool):
+            return None, None
+        decision: Decision = breaker().check(what.agent, what.tool, what.arguments)
+        answer: str | None = harness.answer(decision)
+        return answer, decision
+    if config.reset_on_user_prompt:
+        breaker().reset(what.agent)
+    return None, None
 
 
 def _ensure_parent(path: str) -> None:

@@ -11,6 +11,7 @@ from ..display import plural, printable
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..state import AgentState
+    from ..stores.base import Store
 
 SUGGESTED = 5  # similar stored ids named for an id that is not in the store
 
@@ -33,18 +34,10 @@ def run(args: argparse.Namespace) -> int:
     from .status import describe
 
     wanted: list[str] = list(dict.fromkeys(args.agents))
-    found: dict[str, AgentState | None] = {}
-    similar: dict[str, list[str]] = {agent: [] for agent in wanted}
     try:
         config, url, store = open_state(args.config, args.state)
         try:
-            for agent, state in store.agents():
-                if agent in similar:
-                    found[agent] = state
-                else:
-                    _note_similar(agent, similar)
-            for agent in found:
-                store.reset(agent)
+            found, similar = forget(store, wanted)
         finally:
             store.close()
     except (ConfigError, StoreUnavailable) as exc:
@@ -71,6 +64,24 @@ def run(args: argparse.Namespace) -> int:
         print("(`dsh-circuit-breaker status` lists the agents in the store)")
         return 1
     return 0
+
+
+def forget(
+    store: Store, wanted: list[str]
+) -> tuple[dict[str, AgentState | None], dict[str, list[str]]]:
+    """Reset each wanted agent that `store` holds. Returns the state each one had (None:
+    an unreadable record, removed as well) and, for each wanted id, stored ids that
+    resemble it (for one that is not in the store)."""
+    found: dict[str, AgentState | None] = {}
+    similar: dict[str, list[str]] = {agent: [] for agent in wanted}
+    for agent, state in store.agents():
+        if agent in similar:
+            found[agent] = state
+        else:
+            _note_similar(agent, similar)
+    for agent in found:
+        store.reset(agent)
+    return found, similar
 
 
 def _note_similar(stored: str, similar: dict[str, list[str]]) -> None:

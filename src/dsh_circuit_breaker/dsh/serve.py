@@ -237,11 +237,16 @@ def _no_constant(name: str) -> Any:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    transport = parser.add_mutually_exclusive_group(required=True)
+    transport.add_argument(
         "--stdio",
         action="store_true",
-        required=True,
-        help="speak newline-delimited JSON on stdin/stdout (the only transport)",
+        help="speak newline-delimited JSON on stdin/stdout (a harness plugin's guard)",
+    )
+    transport.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="answer HTTP hooks, the live page and /metrics (loopback by default)",
     )
     parser.add_argument(
         "--config-json",
@@ -250,9 +255,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="breaker config as a JSON object (camelCase keys); a `hello` request replaces it",
     )
     parser.add_argument("--state", default=None, metavar="URL", help="state store URL")
+    from ..guard import cli
+
+    cli.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.http is not None:
+        from ..guard import cli
+
+        return cli.run(args)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
     try:
         config = Config.from_mapping(json.loads(args.config_json)) if args.config_json else None

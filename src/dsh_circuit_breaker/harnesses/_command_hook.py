@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from . import _doctor, _settings
+from . import _doctor, _http_hook, _settings
 
 
 def add_arguments(harness: Any, parser: argparse.ArgumentParser, action: str) -> None:
@@ -54,6 +54,8 @@ def add_arguments(harness: Any, parser: argparse.ArgumentParser, action: str) ->
             help="state URL the hook uses (written into the hook command; default: "
             "$DSH_CIRCUIT_BREAKER_STATE, else sqlite:// in the user's state directory)",
         )
+    if action == "install" and _http_hook.supports(harness):
+        _http_hook.add_arguments(parser)
     if action != "doctor":
         parser.add_argument(
             "--no-backup",
@@ -99,6 +101,8 @@ def install(harness: Any, args: argparse.Namespace) -> int:
     if blocked:
         print("\n".join(f"error: {reason}" for reason in blocked) + f"\nnot changing {path}")
         return 1
+    if getattr(args, "http", None):
+        return _http_hook.install(harness, args, path, settings)
     command = _settings.hook_command(args.config, args.state, harness.NAME)
     wanted = _ops(harness, "with_ours")(settings, command)
     if wanted == settings:
@@ -119,7 +123,7 @@ def uninstall(harness: Any, args: argparse.Namespace) -> int:
     except _settings.SettingsError as exc:
         print(f"error: {exc}")
         return 1
-    if not _ops(harness, "our_commands")(settings):
+    if not _ops(harness, "our_commands")(settings) and not _http_hook.ours(settings):
         print(f"{harness.LABEL}: not installed in {path}; nothing changed")
         return 0
     cleaned = _ops(harness, "without_ours")(settings)
@@ -141,15 +145,42 @@ def doctor(harness: Any, args: argparse.Namespace) -> int:
         files = [(harness.FILE_OPTION, _chosen(harness, args))]
     else:
         files = [(scope, harness.settings_path(scope, args.project)) for scope in harness.SCOPES]
-    commands = _installed_commands(harness, report, files)
+    commands, http = _installed(harness, report, files)
     session = f"dsh-circuit-breaker-doctor-{uuid.uuid4().hex[:12]}"
     for command in commands:
         _doctor.doctor_command(report, command, harness.probe_events(session))
     if commands and getattr(harness, "NOTE", None):
         report.note(harness.NOTE)
-    config, state = _doctor.options_of(commands[0]) if commands else (None, None)
+    if commands:
+        config, state = _doctor.options_of(commands[0])
+    else:  # the guard's start command says what it runs with
+        config, state = _http_hook.options_of(http[0]) if http else (None, None)
     _doctor.doctor_config_and_state(report, args.config or config, args.state or state, harness)
     return report.finish()
+
+
+def _installed(
+    harness: Any, report: _doctor.Report, files: list[tuple[str, Path]]
+) -> tuple[list[str], list[str]]:
+    """Our hook commands found, and the start commands of our HTTP installs (whose hooks
+    `_http_hook.doctor` checks); reports a harness with neither."""
+    commands = _installed_commands(harness, report, files)
+    starts: list[str] = []
+    if _http_hook.supports(harness):
+        for _, path in dict.fromkeys(files):
+            try:
+                settings = _ops(harness, "read_settings")(path)
+            except _settings.SettingsError:
+                continue  # reported with the commands
+            if _http_hook.doctor(harness, report, path, settings):
+                found = _settings.our_commands(settings, "serve").get(harness.START_EVENT, [])
+                starts += [c for c in found if c not in starts]
+                break
+    if not commands and not starts:
+        where = ", ".join(str(p) for _, p in files)
+        hint = f"dsh-circuit-breaker install {harness.NAME}"
+        report.problem(f"{harness.LABEL}: the hook is not installed (looked in {where})", hint)
+    return commands, starts
 
 
 def _installed_commands(
@@ -181,7 +212,4 @@ def _installed_commands(
             report.problem(reason)
         for event_commands in found.values():
             commands += [c for c in event_commands if c not in commands]
-    if not commands:
-        where = ", ".join(str(p) for _, p in files)
-        report.problem(f"{harness.LABEL}: the hook is not installed (looked in {where})", hint)
     return commands

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..config_file import ENV_TOKEN
+
 HOOK_TIMEOUT = 30  # seconds; the hook answers in milliseconds, its lock wait is 2 s
 # The hook runs this interpreter on a one-line program rather than the console script:
 # pip's script wrapper imports `re` first, a few milliseconds paid on every tool call.
@@ -61,7 +63,9 @@ def hook_command(
     return shlex.join(parts)
 
 
-def is_ours(command: Any) -> bool:
+def is_ours(command: Any, verb: str = "hook") -> bool:
+    """`command` runs this package's `hook` (or another `verb`: `serve`, for the start
+    command of an HTTP install, `serve --http ... --ensure`)."""
     if not isinstance(command, str):
         return False
     try:
@@ -70,9 +74,21 @@ def is_ours(command: Any) -> bool:
         return False
     for i, word in enumerate(words[:-1]):
         name = os.path.basename(word)
-        if name in ENTRY_NAMES and words[i + 1] == "hook":
-            return True
+        if name in ENTRY_NAMES and words[i + 1] == verb:
+            return verb != "serve" or "--ensure" in words[i + 2 :]
     return False
+
+
+def is_our_http(handler: Any) -> bool:
+    """Our HTTP hook (`install ... --http`): a URL on /hook/, our token variable allowed."""
+    if not isinstance(handler, dict) or handler.get("type") != "http":
+        return False
+    url, allowed = handler.get("url"), handler.get("allowedEnvVars")
+    if not isinstance(url, str) or not isinstance(allowed, list):
+        return False
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).path.startswith("/hook/") and ENV_TOKEN in allowed
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -106,26 +122,34 @@ def read_settings(path: Path, events: tuple[str, ...]) -> dict[str, Any]:
     return data
 
 
-def our_commands(settings: dict[str, Any]) -> dict[str, list[str]]:
-    """event -> our hook commands in it."""
+def our_commands(settings: dict[str, Any], verb: str = "hook") -> dict[str, list[str]]:
+    """event -> our hook commands in it (or our commands running `verb`, see is_ours)."""
     found: dict[str, list[str]] = {}
     for event, groups in (settings.get("hooks") or {}).items():
         for group in groups if isinstance(groups, list) else []:
-            for handler in _handlers(group):
-                if handler.get("type") == "command" and is_ours(handler.get("command")):
+            for handler in handlers(group):
+                if handler.get("type") == "command" and is_ours(handler.get("command"), verb):
                     found.setdefault(event, []).append(handler["command"])
     return found
 
 
-def _handlers(group: Any) -> list[dict[str, Any]]:
+def handlers(group: Any) -> list[dict[str, Any]]:
     if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
         return []
     return [h for h in group["hooks"] if isinstance(h, dict)]
 
 
 def without_ours(settings: dict[str, Any]) -> dict[str, Any]:
-    """A copy with our handlers removed, and the groups and events that held only ours."""
+    """A copy with our handlers removed (command or HTTP), and the groups and events that
+    held only ours, and the token an HTTP install put into `env`."""
     result = dict(settings)
+    env = settings.get("env")
+    if isinstance(env, dict) and ENV_TOKEN in env:
+        rest = {k: v for k, v in env.items() if k != ENV_TOKEN}
+        if rest:
+            result["env"] = rest
+        else:
+            result.pop("env")
     hooks = settings.get("hooks")
     if not isinstance(hooks, dict):
         return result
@@ -136,8 +160,8 @@ def without_ours(settings: dict[str, Any]) -> dict[str, Any]:
             continue
         kept = []
         for group in groups:
-            handlers = _handlers(group)
-            if handlers and any(_is_our_handler(h) for h in handlers):
+            found = handlers(group)
+            if found and any(_is_our_handler(h) for h in found):
                 others = [h for h in group["hooks"] if not _is_our_handler(h)]
                 if not others:
                     continue  # the group held only our hook
@@ -153,7 +177,10 @@ def without_ours(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_our_handler(handler: Any) -> bool:
-    return isinstance(handler, dict) and is_ours(handler.get("command"))
+    if is_our_http(handler):
+        return True
+    command = handler.get("command") if isinstance(handler, dict) else None
+    return is_ours(command) or is_ours(command, "serve")
 
 
 def with_ours(

@@ -4,7 +4,9 @@
 Scopes are Claude Code's own: `user` ($CLAUDE_CONFIG_DIR or ~/.claude/settings.json),
 `project` (.claude/settings.json, shared with the repository) and `local`
 (.claude/settings.local.json, yours only). The event and answer shapes are in
-`_pretooluse`; a subagent is keyed `session_id/agent_id`.
+`_pretooluse`; a subagent is keyed `session_id/agent_id`. With `install --http`, Claude
+Code posts the same events to the resident guard (`serve --http`): an HTTP hook takes the
+command hook's JSON in its body and its output back in a 2xx body (2.1.332).
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ probe_events = _pretooluse.probe_events
 SCOPES = ("user", "project", "local")
 FILE_OPTION = "--settings"
 SETTINGS_EVENTS = _pretooluse.EVENTS
+# `install claude-code --http` (harnesses/_http_hook.py): HTTP hooks on these events, and
+# a command hook once per session that starts the guard unless it answers.
+HTTP_EVENTS = _pretooluse.EVENTS
+START_EVENT = "SessionStart"
 
 
 def config_dir() -> Path:

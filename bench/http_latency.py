@@ -1,0 +1,214 @@
+"""The HTTP guard against the command hook, in one run: round-trip latency of one tool
+call's decision (median, p99), then decisions per second under 32 concurrent clients.
+
+Latency, interleaved over N rounds after a warm-up, every call a new one (allowed, one
+store write), on the same store (`--state`, default the SQLite file in a temp HOME):
+
+- command hook        the command `install claude-code` writes, a new process per call,
+                      the event on stdin (as Claude Code runs it)
+- HTTP, keep-alive    POST /hook/claude-code on one open connection
+- HTTP, new connection  a TCP connect per call as well
+
+Throughput: 32 clients (keep-alive connections, in 4 processes of 8 threads, so the
+clients' own interpreter is not what is measured) post allowed calls of 32 agents for
+`--seconds`; decisions/s is what the guard answered, checked against its /metrics.
+
+    .venv/bin/python bench/http_latency.py [--rounds 200] [--seconds 5] [--state URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+from dsh_circuit_breaker.harnesses._settings import hook_command
+
+TOKEN = "bench-token-0123456789abcdef"
+CLIENTS, PROCESSES = 32, 4
+
+
+def event(session: str, n: int) -> bytes:
+    return json.dumps(
+        {
+            "session_id": session,
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": f"pytest -k case_{n}", "description": "bench"},
+            "tool_use_id": f"toolu_{n}",
+            "cwd": "/tmp",
+        }
+    ).encode()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--state", default=None, help="state URL (default: SQLite in a temp HOME)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="cb-http-bench-") as tmp:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("DSH_CIRCUIT_BREAKER_", "XDG_"))
+        }
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env.update(
+            HOME=tmp,
+            XDG_STATE_HOME=f"{tmp}/state",
+            XDG_CONFIG_HOME=f"{tmp}/config",
+            PYTHONPYCACHEPREFIX=f"{tmp}/pycache",
+        )
+        if args.state:
+            env["DSH_CIRCUIT_BREAKER_STATE"] = args.state
+        serve = [sys.executable, "-m", "dsh_circuit_breaker.cli", "serve", "--http", "127.0.0.1:0"]
+        with open(f"{tmp}/serve.log", "wb") as log:
+            service = subprocess.Popen(
+                [*serve, "--token", TOKEN], env=env, stdout=subprocess.PIPE, stderr=log
+            )
+        try:
+            assert service.stdout is not None
+            found = re.search(rb"guarding on http://127\.0\.0\.1:(\d+)", service.stdout.readline())
+            if found is None:
+                with open(f"{tmp}/serve.log") as log:
+                    raise SystemExit(f"serve --http did not start: {log.read()}")
+            port = int(found.group(1))
+            latency(args, env, port)
+            throughput(args, port)
+        finally:
+            service.terminate()
+            service.wait(10)
+    return 0
+
+
+def post(connection: http.client.HTTPConnection, body: bytes) -> bytes:
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    connection.request("POST", "/hook/claude-code", body, headers)
+    response = connection.getresponse()
+    data = response.read()
+    if response.status != 200:
+        raise SystemExit(f"HTTP {response.status}: {data!r}")
+    return data
+
+
+def latency(args: argparse.Namespace, env: dict[str, str], port: int) -> None:
+    hook = shlex.split(hook_command())
+    kept = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    counter = iter(range(10**9))
+
+    def command_hook() -> None:
+        done = subprocess.run(hook, input=event("cmd", next(counter)), env=env, capture_output=True)
+        if done.returncode or done.stdout or done.stderr:
+            raise SystemExit(f"hook: {done.returncode} {done.stdout!r} {done.stderr!r}")
+
+    def keep_alive() -> None:
+        if post(kept, event("kept", next(counter))):
+            raise SystemExit("denied")
+
+    def new_connection() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            if post(connection, event("fresh", next(counter))):
+                raise SystemExit("denied")
+        finally:
+            connection.close()
+
+    cases = {
+        "command hook (process per call)": command_hook,
+        "HTTP hook, keep-alive": keep_alive,
+        "HTTP hook, new connection": new_connection,
+    }
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for round_ in range(args.warmup + args.rounds):
+        for name, call in cases.items():
+            started = time.perf_counter()
+            call()
+            if round_ >= args.warmup:
+                times[name].append((time.perf_counter() - started) * 1000)
+    kept.close()
+    print(f"interpreter: {sys.executable} ({sys.version.split()[0]}); cores: {os.cpu_count()}")
+    print(f"state: {args.state or 'sqlite (default file)'}")
+    print(f"latency, {args.rounds} rounds (after {args.warmup} warm-up), interleaved\n")
+    print(f"{'':<34} {'median ms':>10} {'p99 ms':>8} {'/ command hook':>15}")
+    base = statistics.median(times["command hook (process per call)"])
+    for name, values in times.items():
+        values.sort()
+        median = statistics.median(values)
+        p99 = values[max(int(len(values) * 0.99) - 1, 0)]
+        print(f"{name:<34} {median:>10.3f} {p99:>8.3f} {median / base:>14.3f}x")
+
+
+def client_process(port: int, first: int, seconds: float, start_at: float, out: Any) -> None:
+    counts = [0] * (CLIENTS // PROCESSES)
+
+    def client(i: int) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        agent, n = f"agent-{first + i}", 0
+        while time.time() < start_at:
+            time.sleep(0.001)
+        while time.time() < start_at + seconds:
+            post(connection, event(agent, n))
+            n += 1
+        counts[i] = n
+        connection.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(counts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    out.put(sum(counts))
+
+
+def throughput(args: argparse.Namespace, port: int) -> None:
+    before = decisions(port)
+    queue: Any = multiprocessing.Queue()
+    start_at = time.time() + 1.0  # every process started and connected by then
+    per = CLIENTS // PROCESSES
+    processes = [
+        multiprocessing.Process(
+            target=client_process, args=(port, p * per, args.seconds, start_at, queue)
+        )
+        for p in range(PROCESSES)
+    ]
+    for process in processes:
+        process.start()
+    total = sum(queue.get(timeout=args.seconds + 60) for _ in processes)
+    for process in processes:
+        process.join(30)
+    counted = decisions(port) - before
+    if counted != total:
+        raise SystemExit(f"the guard counted {counted} decisions, the clients {total}")
+    print(
+        f"\nthroughput: {CLIENTS} concurrent clients for {args.seconds:.0f} s: {total} decisions, "
+        f"{total / args.seconds:.0f} decisions/s (the guard's /metrics agree)"
+    )
+
+
+def decisions(port: int) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    text = connection.getresponse().read().decode()
+    connection.close()
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("dsh_circuit_breaker_decisions_total{")
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""`serve --http`'s options, and running it: the server (`http`) or `--ensure`
+(`ensure`). Imported by `serve`'s parser, so it imports neither until run."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from ..config_file import ENV_TOKEN
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("HTTP guard (--http)")
+    group.add_argument("--config", metavar="FILE", help="config file (as the hook reads it)")
+    group.add_argument(
+        "--token",
+        metavar="TOKEN",
+        help=f"the token every request must carry (default: ${ENV_TOKEN}, else a "
+        "random one created at first start in the state directory)",
+    )
+    group.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback address (then --tls-cert and --tls-key are required)",
+    )
+    group.add_argument("--tls-cert", metavar="FILE", help="TLS certificate chain (PEM)")
+    group.add_argument("--tls-key", metavar="FILE", help="TLS private key (PEM)")
+    group.add_argument(
+        "--ensure",
+        action="store_true",
+        help="start the service in the background unless it already answers, then exit "
+        "(what the SessionStart hook of `install ... --http` runs)",
+    )
+    group.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop the service that answers on this address with this token, then exit",
+    )
+
+
+def build(args: argparse.Namespace) -> Any:
+    """The server `serve --http` runs, bound and ready; ConfigError, ValueError or
+    OSError say what is wrong."""
+    import ssl
+
+    from ..config import ConfigError
+    from . import token as tokens
+    from .http import GuardHTTPServer, is_loopback, parse_address
+    from .service import Guard
+
+    host, port = parse_address(args.http)
+    loopback = is_loopback(host)
+    if not loopback and not args.allow_remote:
+        raise ConfigError(
+            f"--http {args.http}: {host} is not a loopback address; the guard answers "
+            "on this machine only unless --allow-remote is given (with TLS)"
+        )
+    tls = None
+    if args.tls_cert or args.tls_key or not loopback:
+        if not (args.tls_cert and args.tls_key):
+            raise ConfigError(
+                "--allow-remote needs --tls-cert and --tls-key: the token and every tool "
+                "call's arguments would otherwise cross the network in clear text"
+            )
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.minimum_version = ssl.TLSVersion.TLSv1_2
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
+    token = tokens.resolve(args.token)
+    guard = Guard(args.config, args.state)
+    try:
+        # A remote service is reached by names this process cannot know: there TLS stops
+        # a rebinding page (its certificate would not match), the token everything else.
+        return GuardHTTPServer((host, port), guard, token, tls=tls, check_host=loopback)
+    except BaseException:
+        guard.close()
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    import ssl
+
+    from ..config import ConfigError
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
+    if args.config_json:
+        print("dsh-circuit-breaker serve: --config-json is --stdio's; use --config FILE")
+        return 2
+    if args.ensure or args.stop:
+        from . import ensure
+
+        return ensure.ensure(args) if args.ensure else ensure.stop(args)
+    try:
+        server = build(args)
+    except (ConfigError, ValueError, OSError, ssl.SSLError) as exc:
+        print(f"dsh-circuit-breaker serve: {exc}", file=sys.stderr)
+        return 2
+    from .._version import __version__
+    from .http import page_url
+    from .service import redacted
+
+    warning = server.guard.open()
+    if warning:
+        print(f"dsh-circuit-breaker serve: {warning}", file=sys.stderr)
+    print(
+        f"dsh-circuit-breaker {__version__}: guarding on {server.origin} "
+        f"(state: {redacted(server.guard.url)}, pid {os.getpid()})\n"
+        f"  the live page: {page_url(server.origin, server.token.decode())}",
+        flush=True,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        server.guard.close()
+    return 0

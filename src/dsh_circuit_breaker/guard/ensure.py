@@ -1,0 +1,165 @@
+"""`serve --http ADDRESS --ensure`: make sure the guard answers there, starting it in the
+background if nothing does, then exit; `--stop` stops the one that answers there.
+`install ... --http` runs `--ensure` as a SessionStart command hook: one process per
+session (not per tool call), before the first prompt.
+
+It exits 0, printing nothing, once the service answers `/healthz` with the token this
+process would send. Otherwise it says why on stderr and exits 1: a port held by another
+program, a service with another token, or one that would not start (its log's last
+lines). The harness then refuses the session's prompts and tool calls (the HTTP hooks'
+`onFailure: block`), so nothing runs unguarded without a word.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from ..config import ConfigError
+from ..config_file import ENV_TOKEN
+from ..files import open_private, private_directory
+from ..paths import default_state_dir
+from . import token as tokens
+
+START_SECONDS = 10.0
+LOG_NAME = "http-guard.log"
+
+
+def health(origin: str, token: str, timeout: float = 2.0) -> dict[str, Any] | int | None:
+    """`/healthz`'s JSON if the service answers it; the HTTP status if something else
+    answers; None if nothing does."""
+    request = urllib.request.Request(
+        origin + "/healthz", headers={"Authorization": f"Bearer {token}"}
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            body = response.read(65536)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (OSError, ValueError):
+        return None
+    try:
+        found = json.loads(body)
+    except ValueError:
+        return 200
+    return found if isinstance(found, dict) and found.get("ok") is True else 200
+
+
+def log_path() -> str:
+    return os.path.join(default_state_dir(), LOG_NAME)
+
+
+def ensure(args: argparse.Namespace) -> int:
+    from .http import url_of
+
+    if args.allow_remote or args.tls_cert:
+        return _say("--ensure starts a loopback service only; start a remote one yourself")
+    try:
+        token = tokens.resolve(args.token)
+        origin = url_of(args.http)
+    except (ConfigError, ValueError) as exc:
+        return _say(str(exc))
+    answer = health(origin, token)
+    if isinstance(answer, dict):
+        return 0
+    if answer is not None:
+        return _say(
+            f"{origin} answered HTTP {answer} to the token: another program holds that "
+            "port, or a guard started with another token (its `--token`, "
+            f"${ENV_TOKEN}, or {tokens.token_path()})"
+        )
+    try:
+        child = _start(args, token)
+    except OSError as exc:
+        return _say(f"cannot start the service: {exc}")
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if isinstance(health(origin, token, timeout=0.5), dict):
+            return 0
+        if child.poll() is not None:
+            # Another session may have started it a moment earlier (then ours could not
+            # bind the port): its answer is as good as ours.
+            if isinstance(health(origin, token), dict):
+                return 0
+            return _say(f"the service exited with status {child.returncode}: {_log_tail()}")
+        time.sleep(0.05)
+    return _say(f"the service did not answer on {origin} within {START_SECONDS:.0f} s")
+
+
+def stop(args: argparse.Namespace) -> int:
+    """Stop the guard answering on the address with this token (its /healthz names its
+    pid); 0 once nothing answers there."""
+    from .http import url_of
+
+    try:
+        token = tokens.resolve(args.token, create=False)
+        origin = url_of(args.http)
+    except (ConfigError, ValueError) as exc:
+        return _say(str(exc), "--stop")
+    answer = health(origin, token)
+    if answer is None:
+        print(f"no guard answers on {origin}")
+        return 0
+    if not isinstance(answer, dict) or not isinstance(answer.get("pid"), int):
+        return _say(f"{origin} answered HTTP {answer}: not a guard with this token", "--stop")
+    os.kill(answer["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if health(origin, token, timeout=0.5) is None:
+            print(f"stopped the guard on {origin} (pid {answer['pid']})")
+            return 0
+        time.sleep(0.05)
+    return _say(f"the guard (pid {answer['pid']}) still answers on {origin}", "--stop")
+
+
+def _start(args: argparse.Namespace, token: str) -> subprocess.Popen[bytes]:
+    from ..harnesses._settings import entry_point
+
+    command = [*entry_point(), "serve", "--http", args.http]
+    if args.config:
+        command += ["--config", os.path.abspath(os.path.expanduser(args.config))]
+    if args.state:
+        command += ["--state", args.state]
+    private_directory(default_state_dir())
+    log = open_private(log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        # The token goes in the environment, never on a command line `ps` shows; a new
+        # session, so the service outlives the harness that started it.
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            cwd="/",
+            env={**os.environ, ENV_TOKEN: token},
+            start_new_session=True,
+        )
+    finally:
+        os.close(log)
+
+
+def _log_tail(lines: int = 5, window: int = 8192) -> str:
+    try:
+        fd = open_private(log_path(), os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            text = os.pread(fd, window, max(size - window, 0)).decode("utf-8", "replace")
+        finally:
+            os.close(fd)
+    except OSError:
+        return "(no log)"
+    return " | ".join(text.strip().splitlines()[-lines:]) or "(empty log)"
+
+
+def _say(message: str, option: str = "--ensure") -> int:
+    print(f"dsh-circuit-breaker serve {option}: {message}", file=sys.stderr)
+    return 1

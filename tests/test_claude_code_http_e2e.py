@@ -1,0 +1,231 @@
+"""The real Claude Code CLI (2.1.332) with the installed wheel's `install claude-code
+--http` (tests/support/installed.py): its HTTP hooks post to the resident guard (the
+wheel's `serve --http`), against the scripted model on 127.0.0.1.
+
+No hook process is started per call, and that is checked, not assumed: every Python
+process started under the CLI logs its command line through a `sitecustomize` on its
+PYTHONPATH (the CLI passes its environment to hook commands), and the only one is the
+SessionStart start command, once per session; the guard's own metrics count every call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from threading import Thread
+from typing import Any
+
+import pytest
+
+from conftest import require
+from support.fake_anthropic import FakeAnthropic, tool_use
+from support.guard_service import Service, metric_samples, state_dir
+from support.installed import Installed
+
+CLAUDE = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "claude"
+DENIAL_START = "Circuit breaker: this Bash call was NOT run."
+pytestmark = pytest.mark.timeout(300)  # one CLI run per test (240 s at most)
+MARKER = """import os, sys
+with open(os.environ["PYTHON_START_LOG"], "a") as log:
+    log.write(repr(sys.argv) + "\\n")
+"""
+
+
+@pytest.fixture
+def claude() -> Path:
+    require(CLAUDE.exists(), "the Claude Code CLI (tests/e2e: npm ci)")
+    return CLAUDE
+
+
+class Session:
+    """The installed wheel's `install claude-code --http` for the guard at `address`, in
+    the test's private HOME."""
+
+    def __init__(self, installed: Installed, address: str) -> None:
+        self.home = home = installed.home
+        self.work = home / "work"
+        self.work.mkdir()
+        self.settings = home / "claude-settings.json"
+        self.env = {
+            k: v
+            for k, v in installed.env.items()
+            if not k.startswith(("ANTHROPIC_", "CLAUDE_", "CLAUDECODE"))
+        }
+        done = installed.run(
+            "install", "claude-code", "--http", address, "--settings", str(self.settings)
+        )
+        assert done.returncode == 0 and "installed in" in done.stdout, done.stderr
+        # What Claude Code starts once per session is the installed interpreter.
+        (start,) = json.loads(self.settings.read_text())["hooks"]["SessionStart"]
+        assert start["hooks"][0]["command"].startswith(str(installed.python) + " "), start
+        marker = home / "marker"
+        marker.mkdir()
+        (marker / "sitecustomize.py").write_text(MARKER)
+        self.starts = home / "python-starts.log"
+        self.marked = dict(self.env, PYTHONPATH=str(marker), PYTHON_START_LOG=str(self.starts))
+
+    def run(self, model: FakeAnthropic, prompt: str) -> list[dict[str, Any]]:
+        env = dict(
+            self.marked,
+            ANTHROPIC_BASE_URL=model.url,
+            ANTHROPIC_API_KEY="sk-ant-fake-key-for-tests",
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            DISABLE_TELEMETRY="1",
+            DISABLE_AUTOUPDATER="1",
+        )
+        done = subprocess.run(
+            [str(CLAUDE), "-p", prompt, "--output-format", "stream-json", "--verbose",
+             "--allowedTools", "Bash", "--settings", str(self.settings)],
+            env=env, cwd=self.work, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            timeout=240,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+        assert model.errors == []
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+    def python_starts(self) -> list[list[str]]:
+        text = self.starts.read_text() if self.starts.exists() else ""
+        return [eval(line) for line in text.splitlines()]  # our own repr() lines
+
+
+def probe_calls(side: Path) -> list[dict[str, Any]]:
+    return [
+        tool_use("Bash", {"command": f"echo cbprobe4 >> {side}", "description": f"Probe step {i}"})
+        for i in range(1, 11)
+    ]
+
+
+def assert_probe(model: FakeAnthropic, side: Path) -> None:
+    assert side.read_text().splitlines() == ["cbprobe4"] * 6  # six really ran
+    results = model.tool_results()
+    assert [r.is_error for r in results] == [False] * 6 + [True] * 4
+    for use in model.tool_uses()[6:]:  # the text is in the very next model request
+        denied = model.result_in_next_request(use["id"])
+        assert denied.is_error and DENIAL_START in denied.text
+        assert "(runs: 6, limit: 6)" in denied.text
+
+
+def assert_no_hook_process(session: Session, address: str) -> None:
+    """Python started under the CLI only for `serve --http ADDRESS --ensure`, and for the
+    guard that command started (if it did): never a hook."""
+    starts = session.python_starts()
+    assert [a for a in starts if a[-1] == "--ensure"], "the marker must see the start command"
+    for argv in starts:
+        assert "hook" not in argv, argv
+        assert argv[1:4] == ["serve", "--http", address], argv
+
+
+def decisions(service: Service) -> dict[str, float]:
+    return {
+        dict(labels)["kind"]: value
+        for (name, labels), value in metric_samples(service.metrics()).items()
+        if name == "dsh_circuit_breaker_decisions_total"
+    }
+
+
+def test_probe_over_http_with_no_hook_process(claude: Path, installed: Installed) -> None:
+    with Service(
+        installed.env, token=None, cli=[str(installed.cli)]
+    ) as service:  # its token file, as installed
+        address = f"127.0.0.1:{service.port}"
+        session = Session(installed, address)
+        side = session.work / "side.txt"
+        with FakeAnthropic([*probe_calls(side), "All ten probe steps attempted."]) as model:
+            events = session.run(model, "Run the cbprobe4 probe ten times.")
+        assert events[-1]["is_error"] is False
+        assert_probe(model, side)
+        assert_no_hook_process(session, address)
+        assert len(session.python_starts()) == 1  # one per session, none per call
+        assert decisions(service) == {"allow": 6, "duplicate": 4}
+        samples = metric_samples(service.metrics())
+        assert samples[("dsh_circuit_breaker_prompts_total", (("harness", "claude-code"),))] == 1
+        (agent,) = service.json("/api/agents")["agents"]
+        assert agent["agent"] == events[-1]["session_id"]
+        assert (agent["harness"], agent["calls"], agent["denials"]) == ("claude-code", 6, 4)
+
+
+def test_session_start_starts_the_guard(claude: Path, installed: Installed) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{free.getsockname()[1]}"
+    session = Session(installed, address)
+    side = session.work / "side.txt"
+    token = (state_dir(installed.home) / "http-token").read_text().strip()  # install created it
+    from dsh_circuit_breaker.guard.ensure import health
+
+    assert health(f"http://{address}", token) is None  # nothing answers before the session
+    try:
+        with FakeAnthropic([*probe_calls(side), "Done."]) as model:
+            session.run(model, "Run the cbprobe4 probe ten times.")
+        assert_probe(model, side)
+        assert_no_hook_process(session, address)
+    finally:
+        answer = health(f"http://{address}", token)
+        if isinstance(answer, dict):
+            os.kill(answer["pid"], 15)
+    assert isinstance(answer, dict), "the SessionStart hook started the guard"
+    log = (state_dir(installed.home) / "http-guard.log").read_text()
+    assert f"guarding on http://{address}" in log
+
+
+class NotTheGuard(BaseHTTPRequestHandler):
+    """Something else holding the guard's port: 404 to everything."""
+
+    def do_GET(self) -> None:
+        self.send_error(404)
+
+    do_POST = do_GET
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_guard_that_cannot_be_asked_refuses_the_prompt(
+    claude: Path, installed: Installed
+) -> None:
+    squatter = ThreadingHTTPServer(("127.0.0.1", 0), NotTheGuard)
+    Thread(target=squatter.serve_forever, daemon=True).start()
+    address = f"127.0.0.1:{squatter.server_address[1]}"
+    try:
+        session = Session(installed, address)
+        side = session.work / "side.txt"
+        with FakeAnthropic([*probe_calls(side), "Done."]) as model:
+            events = session.run(model, "Run the cbprobe4 probe ten times.")
+    finally:
+        squatter.shutdown()
+        squatter.server_close()
+    result = events[-1]
+    assert model.model_requests == []  # the prompt never reached the model
+    assert not side.exists()  # and nothing ran unguarded
+    assert "UserPromptSubmit operation blocked by hook" in result["result"]
+    assert 'blocking because onFailure is "block"' in result["result"]
+    (argv,) = session.python_starts()  # the start command, which found the port taken
+    assert argv[1:] == ["serve", "--http", address, "--ensure"]
+
+
+def test_a_guard_gone_mid_session_refuses_each_call(claude: Path, installed: Installed) -> None:
+    service = Service(installed.env, token=None, cli=[str(installed.cli)])
+    try:
+        session = Session(installed, f"127.0.0.1:{service.port}")
+        side = session.work / "side.txt"
+
+        def stop_the_guard_then_call(body: dict[str, Any]) -> dict[str, Any]:
+            service.stop()  # it dies after two calls ran; the session goes on
+            return tool_use("Bash", {"command": f"echo after >> {side}"})
+
+        two = [tool_use("Bash", {"command": f"echo {i} >> {side}"}) for i in range(2)]
+        with FakeAnthropic([*two, stop_the_guard_then_call, "Done."]) as model:
+            session.run(model, "Run three commands.")
+    finally:
+        service.stop()
+    assert side.read_text().splitlines() == ["0", "1"]  # the third never ran
+    refused = model.result_in_next_request(model.tool_uses()[2]["id"])
+    assert refused.is_error
+    assert refused.text == (
+        f"PreToolUse:Bash hook error: [{service.origin}/hook/claude-code]: failed; "
+        f'blocking because onFailure is "block"\nconnect ECONNREFUSED 127.0.0.1:{service.port}'
+    )
