@@ -179,6 +179,10 @@ def install(harness: PluginHarness, args: argparse.Namespace) -> int:
         config, source = baked_config(harness, args.config, args.state, python)
         old = read_loader(harness)
         new = loader_text(harness, config, source)
+        if config.get("incidentLog"):
+            # The guard appends to the log but makes no directories.
+            log = Path(os.path.expanduser(config["incidentLog"]))
+            log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if new == old:
             print(f"already installed: {harness.loader}")
         else:
