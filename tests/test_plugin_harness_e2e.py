@@ -177,3 +177,25 @@ def test_install_leaves_a_plugin_it_did_not_write(harness: Harness) -> None:
     gone = harness.product.run("uninstall", harness.name, env=harness.env)
     assert gone.returncode == 1
     assert harness.loader.read_text() == "export default function () {}\n"
+
+
+@pytest.mark.parametrize("reset", [True, False])
+def test_a_new_user_prompt_resets_the_session(harness: Harness, reset: bool) -> None:
+    # The state outlives each process (SQLite), so what the second prompt finds is what
+    # the first one left, unless the prompt reset it.
+    config = harness.home / "breaker.json"
+    config.write_text(json.dumps({"resetOnUserPrompt": reset}))
+    harness.install("--config", str(config), "--state", f"sqlite:///{harness.home / 'cb.db'}")
+    side = harness.work / "side.txt"
+    with harness.model([*probe(side)[:6], "Six."]) as model:
+        first = harness.run(model, "Run the probe six times.", session="new")
+    assert first.returncode == 0, first.stderr[-3000:]
+    with harness.model([*probe(side)[:2], "Two more."]) as model:
+        second = harness.run(model, "Run it twice more.", session="continue")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert harness.session_id(second) == harness.session_id(first)
+    # The second run's model requests carry the first run's results too: read this run's.
+    results = [model.result_in_next_request(call["id"]).text for call in model.tool_uses()]
+    refused = [text == DENIED for text in results]
+    assert refused == ([False, False] if reset else [True, True])
+    assert len(lines(side)) == (8 if reset else 6)

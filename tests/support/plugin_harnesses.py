@@ -148,17 +148,21 @@ class Harness:
     def configure(self, model: FakeOpenAI) -> None:
         raise NotImplementedError
 
-    def argv(self, prompt: str) -> list[str]:
+    def argv(self, prompt: str, session: str) -> list[str]:
+        """The command line; `session`: "none" (not saved, where the harness allows),
+        "new" (saved), or "continue" (the last one)."""
         raise NotImplementedError
 
     def log_text(self) -> str:
         return ""
 
-    def run(self, model: FakeOpenAI, prompt: str, timeout: float = 180) -> Result:
+    def run(
+        self, model: FakeOpenAI, prompt: str, session: str = "none", timeout: float = 180
+    ) -> Result:
         self.configure(model)
         self.ready_file.unlink(missing_ok=True)
         proc = subprocess.Popen(
-            self.argv(prompt),
+            self.argv(prompt, session),
             cwd=self.work,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -245,9 +249,10 @@ class Pi(Harness):
         (self.agent_dir / "models.json").write_text(json.dumps({"providers": {PROVIDER: provider}}))
         self.env["PI_OFFLINE"] = "1"
 
-    def argv(self, prompt: str) -> list[str]:
+    def argv(self, prompt: str, session: str) -> list[str]:
         model = ["--provider", PROVIDER, "--model", MODEL]
-        return [str(self.cli), "-p", "--mode", "json", *model, "--no-session", prompt]
+        saved = {"none": ["--no-session"], "new": [], "continue": ["--continue"]}[session]
+        return [str(self.cli), "-p", "--mode", "json", *model, *saved, prompt]
 
 
 class OpenCode(Harness):
@@ -300,8 +305,11 @@ class OpenCode(Harness):
             },
         )
 
-    def argv(self, prompt: str) -> list[str]:
-        return [str(self.cli), "run", "--print-logs", "--format", "json", prompt]
+    def argv(self, prompt: str, session: str) -> list[str]:
+        # --print-logs: OpenCode's log on stderr, where the adapter's warnings go (its
+        # log file did not always have them yet when a short run ended).
+        resume = ["--continue"] if session == "continue" else []
+        return [str(self.cli), "run", "--print-logs", "--format", "json", *resume, prompt]
 
     @staticmethod
     def side_request(body: dict[str, Any]) -> bool:
