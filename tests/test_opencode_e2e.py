@@ -100,8 +100,23 @@ def test_doom_loop_in_one_reply_fires_first_and_ends_a_run(harness: Harness) -> 
         result = harness.run(model, "Run the probe four times at once.")
     assert result.returncode == 1
     assert "permission requested: doom_loop (bash); auto-rejecting" in result.stderr
-    errors = [e["error"]["data"]["message"] for e in result.events() if e["type"] == "error"]
-    assert errors == [DOOM_LOOP]
+    errors = [e["error"] for e in result.events() if e["type"] == "error"]
+    assert errors[0]["data"]["message"] == DOOM_LOOP
+    assert errors[1:] == harness.doom_loop_epilogue
     assert not any(DENIED in r.text for r in model.tool_results())
     assert incidents(harness) == []
-    assert len(lines(side)) <= 2  # at most the two calls before the third ran
+    # The calls run in parallel: those started before the rejection ran (varies by run).
+    assert len(lines(side)) <= 4
+
+
+def test_with_auto_doom_loop_is_approved_and_the_breaker_refuses(harness: Harness) -> None:
+    # `run --auto` approves doom_loop's question: eight identical calls in one reply all
+    # reach the breaker, which lets six run and refuses two.
+    side = harness.work / "side.txt"
+    same = [bash(f"echo cbprobe4 >> {side}", "Same") for _ in range(8)]
+    with harness.model([same, "Done."]) as model:
+        result = harness.run(model, "Run the probe eight times at once.", flags=("--auto",))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "permission requested: doom_loop" not in result.stderr
+    assert lines(side) == ["cbprobe4"] * 6
+    assert sorted(r.text == DENIED for r in model.tool_results()) == [False] * 6 + [True] * 2

@@ -157,12 +157,18 @@ class Harness:
         return ""
 
     def run(
-        self, model: FakeOpenAI, prompt: str, session: str = "none", timeout: float = 180
+        self,
+        model: FakeOpenAI,
+        prompt: str,
+        session: str = "none",
+        flags: tuple[str, ...] = (),
+        timeout: float = 180,
     ) -> Result:
         self.configure(model)
         self.ready_file.unlink(missing_ok=True)
+        argv = self.argv(prompt, session)
         proc = subprocess.Popen(
-            self.argv(prompt, session),
+            [*argv[:-1], *flags, argv[-1]],
             cwd=self.work,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -261,6 +267,7 @@ class OpenCode(Harness):
     app = "opencode"  # its directory names under XDG_CONFIG_HOME and XDG_DATA_HOME
     env_prefix = "OPENCODE"
     config_name = "opencode.json"
+    doom_loop_epilogue: list[Any] = []  # error events `run` adds after the rejection
 
     @property
     def config_dir(self) -> Path:
@@ -322,4 +329,13 @@ class OpenCode(Harness):
         return "".join(p.read_text(errors="replace") for p in logs)
 
 
-HARNESSES: dict[str, type[Harness]] = {"pi": Pi, "opencode": OpenCode}
+class Kilo(OpenCode):
+    name = executable = "kilo"
+    label = "Kilo Code"
+    app = "kilo"
+    env_prefix = "KILO"
+    config_name = "kilo.json"
+    doom_loop_epilogue = ["run ended with an auto-rejected permission; pass --auto for autonomous use"]
+
+
+HARNESSES: dict[str, type[Harness]] = {"pi": Pi, "opencode": OpenCode, "kilo": Kilo}
