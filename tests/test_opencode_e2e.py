@@ -6,16 +6,20 @@ plugin our `install` wrote, the scripted model (tests/support/plugin_harnesses.p
 
 from __future__ import annotations
 
+import io
 import json
+import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import require
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.fake_openai import function_call
 from support.plugin_harnesses import HARNESSES, Harness, Product
-from test_plugin_harness_e2e import DENIED, bash, incidents, lines
+from test_plugin_harness_e2e import DENIED, JS, bash, incidents, lines
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -50,7 +54,11 @@ class Router:
 def test_subagent_is_its_own_agent_and_its_loop_leaves_the_parent_alone(harness: Harness) -> None:
     side = harness.work / "side.txt"
     command = f"echo cbprobe4 >> {side}"
-    task = {"description": "Run the probe", "prompt": f"{CHILD}: run it", "subagent_type": "general"}
+    task = {
+        "description": "Run the probe",
+        "prompt": f"{CHILD}: run it",
+        "subagent_type": "general",
+    }
     child = [bash(command, f"Probe step {i}") for i in range(1, 11)]
     router = Router(
         parent=[function_call("task", task), bash(command, "Once more"), "Parent done."],
@@ -70,7 +78,9 @@ def test_subagent_is_its_own_agent_and_its_loop_leaves_the_parent_alone(harness:
     bash_calls = [c for c in model.tool_uses() if c["name"] == "bash"]
     assert [texts[c["id"]] == DENIED for c in bash_calls] == [False] * 6 + [True] * 4 + [False]
     parent = harness.session_id(result)
-    (spawn,) = [e for e in result.events() if e["type"] == "tool_use" and e["part"]["tool"] == "task"]
+    (spawn,) = [
+        e for e in result.events() if e["type"] == "tool_use" and e["part"]["tool"] == "task"
+    ]
     meta = spawn["part"]["state"]["metadata"]
     assert meta["parentSessionId"] == parent and meta["sessionId"] != parent
     (incident,) = incidents(harness)
@@ -102,7 +112,7 @@ def test_doom_loop_in_one_reply_fires_first_and_ends_a_run(harness: Harness) -> 
     assert "permission requested: doom_loop (bash); auto-rejecting" in result.stderr
     errors = [e["error"] for e in result.events() if e["type"] == "error"]
     assert errors[0]["data"]["message"] == DOOM_LOOP
-    assert errors[1:] == harness.doom_loop_epilogue
+    assert tuple(errors[1:]) == harness.doom_loop_epilogue  # type: ignore[attr-defined]
     assert not any(DENIED in r.text for r in model.tool_results())
     assert incidents(harness) == []
     # The calls run in parallel: those started before the rejection ran (varies by run).
@@ -120,3 +130,77 @@ def test_with_auto_doom_loop_is_approved_and_the_breaker_refuses(harness: Harnes
     assert "permission requested: doom_loop" not in result.stderr
     assert lines(side) == ["cbprobe4"] * 6
     assert sorted(r.text == DENIED for r in model.tool_results()) == [False] * 6 + [True] * 2
+
+
+def probe_refusals(harness: Harness, limit: int) -> None:
+    """Run the probe; `limit` calls run, the rest are refused at that limit."""
+    side = harness.work / "side.txt"
+    turns = [bash(f"echo cbprobe4 >> {side}", f"Step {i}") for i in range(limit + 2)]
+    with harness.model([*turns, "Done."]) as model:
+        result = harness.run(model, "Run the probe.")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert lines(side) == ["cbprobe4"] * limit
+    refused = render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", limit, limit)
+    assert [r.text == refused for r in model.tool_results()] == [False] * limit + [True] * 2
+    (start,) = result.ready
+    assert start["ok"] and start["config"]["duplicateLimit"] == limit
+
+
+def test_plugin_list_entry_with_options_configures_the_adapter(tmp_path: Path) -> None:
+    # The harness's own way to configure a plugin: `["<spec>", {options}]` in the config
+    # file's `plugin` list. The adapter loaded by its file URL takes the options as config.
+    for name in FAMILY:
+        home = tmp_path / name
+        home.mkdir()
+        harness = HARNESSES[name](Product(home))
+        require(harness.available(), f"the {name} CLI (tests/e2e: npm ci)")
+        options = {"python": str(harness.product.python), "duplicateLimit": 3}
+        harness.extra_config = {"plugin": [[(JS / "opencode.mjs").as_uri(), options]]}  # type: ignore[attr-defined]
+        probe_refusals(harness, 3)
+
+
+def test_local_npm_package_added_with_the_harness_plugin_command(tmp_path: Path) -> None:
+    # `opencode plugin -g NAME@file:TARBALL` (and `kilo plugin -g`) installs a local npm
+    # package offline (the registry is a closed port) and names it in the global config.
+    for name in FAMILY:
+        home = tmp_path / name
+        home.mkdir()
+        harness = HARNESSES[name](Product(home))
+        require(harness.available(), f"the {name} CLI (tests/e2e: npm ci)")
+        harness.install("--config", str(write(home / "breaker.json", {"duplicateLimit": 4})))
+        tarball = pack(home / "pkg", harness.loader.read_text())
+        harness.uninstall()
+        spec = f"dsh-circuit-breaker-opencode@file:{tarball}"
+        added = subprocess.run(
+            [str(harness.cli), "plugin", "-g", spec],
+            cwd=harness.work,
+            env=harness.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert added.returncode == 0, added.stdout + added.stderr
+        written = [p.read_text() for p in harness.config_dir.glob("*.json*")]  # type: ignore[attr-defined]
+        assert any(spec in text for text in written), added.stdout
+        probe_refusals(harness, 4)
+
+
+def write(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def pack(where: Path, main: str) -> Path:
+    """An npm tarball (npm pack's layout) whose main is `main`."""
+    manifest = {"name": "dsh-circuit-breaker-opencode", "version": "0.1.0", "type": "module"}
+    files = {"package.json": json.dumps({**manifest, "main": "index.js"}), "index.js": main}
+    where.mkdir()
+    tarball = where / "dsh-circuit-breaker-opencode-0.1.0.tgz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"package/{name}")
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return tarball

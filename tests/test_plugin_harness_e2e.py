@@ -72,6 +72,20 @@ def test_probe_six_run_four_refused(harness: Harness) -> None:
     assert "cbprobe4" not in harness.incidents.read_text()  # no argument content on disk
 
 
+def test_cap_refuses_every_call_past_it_with_the_cap_text(harness: Harness) -> None:
+    config = harness.home / "breaker.json"
+    config.write_text(json.dumps({"maxCallsPerAgent": 3}))
+    harness.install("--config", str(config))
+    side = harness.work / "side.txt"
+    turns = [bash(f"echo call{i} >> {side}") for i in range(1, 6)]  # five different calls
+    with harness.model([*turns, "Stopped."]) as model:
+        result = harness.run(model, "Make five calls.")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert lines(side) == ["call1", "call2", "call3"]
+    capped = render(DEFAULT_MESSAGES["cap"], "bash", "cap", 3, 3)
+    assert [r.text for r in model.tool_results()][3:] == [capped, capped]
+
+
 def test_healthy_edit_and_test_cycle_is_never_refused(harness: Harness) -> None:
     harness.install()
     app = harness.work / "app.txt"
@@ -91,38 +105,46 @@ def test_healthy_edit_and_test_cycle_is_never_refused(harness: Harness) -> None:
     assert incidents(harness) == []
 
 
-def test_guard_killed_mid_run_calls_are_allowed_with_a_warning(harness: Harness) -> None:
-    harness.install()
-    side = harness.work / "side.txt"
+class Killer:
+    """Before each model reply, SIGKILLs the next guard in line once it has started: the
+    plugin learns of a death at its next call, and restarts the guard at the call after
+    that one at the latest, so which call meets which guard is left to the harness."""
 
-    def killing(start: int, step: int) -> Any:
+    def __init__(self, harness: Harness, starts: list[int]) -> None:
+        self.harness = harness
+        self.pending = starts
+
+    def before(self, call: dict[str, Any]) -> Any:
         def turn(body: dict[str, Any]) -> dict[str, Any]:
-            kill_and_wait(harness.guard_pid(start))
-            return bash(f"echo step{step} >> {side}")
+            pid = self.harness.guard_pid(self.pending[0]) if self.pending else None
+            if pid is not None:
+                kill_and_wait(pid)
+                self.pending.pop(0)
+            return call
 
         return turn
 
-    # Step 3 finds the first guard dead (the one restart), step 4 the second (no more).
-    turns = [
-        bash(f"echo step1 >> {side}"),
-        bash(f"echo step2 >> {side}"),
-        killing(1, 3),
-        killing(2, 4),
-        bash(f"echo step5 >> {side}"),
-        bash(f"echo step5 >> {side}"),
-    ]
-    with harness.model([*turns, "Finished."]) as model:
-        result = harness.run(model, "Run the five steps.")
+
+def test_guard_killed_mid_run_calls_are_allowed_with_a_warning(harness: Harness) -> None:
+    harness.install()
+    side = harness.work / "side.txt"
+    killer = Killer(harness, [1, 2])  # the first guard, then the one restart
+    calls = [bash(f"echo step{i} >> {side}") for i in range(1, 9)]
+    with harness.model([calls[0], *map(killer.before, calls[1:]), "Finished."]) as model:
+        result = harness.run(model, "Run the eight steps.")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert lines(side) == ["step1", "step2", "step3", "step4", "step5", "step5"]
+    assert killer.pending == []  # both guards were killed mid-run
+    assert lines(side) == [f"step{i}" for i in range(1, 9)]  # and every call ran
     assert not any("Circuit breaker" in r.text for r in model.tool_results())
     assert [s["ok"] for s in result.ready] == [True, True]  # restarted once, not twice
     warnings = harness.warnings(result)
-    assert "guard process exited (SIGKILL); the call is allowed, it will be restarted once" in (
-        warnings
-    )
-    assert "restarting the guard process (the one restart)" in warnings
-    assert "all further tool calls are allowed unchecked" in warnings
+    for warning in (
+        "guard process exited (SIGKILL); the call is allowed, it will be restarted once",
+        "restarting the guard process (the one restart)",
+        "guard process exited (SIGKILL); the call is allowed, all further tool calls are "
+        "allowed unchecked",
+    ):
+        assert f"dsh-circuit-breaker: {warning}" in warnings
 
 
 def test_install_doctor_uninstall(harness: Harness) -> None:
@@ -130,7 +152,9 @@ def test_install_doctor_uninstall(harness: Harness) -> None:
     done = harness.install()
     assert done.stdout.splitlines()[0] == f"installed: {loader}"
     text = loader.read_text()
-    assert text.startswith(f"// dsh-circuit-breaker: managed by `dsh-circuit-breaker install {harness.name}`")
+    assert text.startswith(
+        f"// dsh-circuit-breaker: managed by `dsh-circuit-breaker install {harness.name}`"
+    )
     assert json.dumps((JS / f"{harness.adapter}.mjs").as_uri()) in text
     assert f'"python": {json.dumps(str(harness.product.python))}' in text
     assert harness.install().stdout.splitlines()[0] == f"already installed: {loader}"
@@ -147,7 +171,7 @@ def test_install_doctor_uninstall(harness: Harness) -> None:
     config.write_text(json.dumps({"duplicateLimit": 3}))
     stale = harness.product.run("doctor", harness.name, env=harness.env)
     assert stale.returncode == 1
-    assert f"PROBLEM  plugin config matches the defaults" in stale.stdout
+    assert "PROBLEM  plugin config matches the defaults" in stale.stdout
     assert f"fix: the config changed since install: dsh-circuit-breaker install {harness.name}" in (
         stale.stdout
     )

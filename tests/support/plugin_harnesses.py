@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from hook_support import hook_env
 from support.fake_openai import FakeOpenAI, function_call
@@ -49,7 +49,9 @@ class Product:
         env["PATH"] = f"{E2E_BIN}:{Path(self.python).parent}:{env.get('PATH', '/usr/bin:/bin')}"
         return env
 
-    def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(self.python), "-m", "dsh_circuit_breaker.cli", *args],
             env=self.env if env is None else env,
@@ -145,6 +147,10 @@ class Harness:
     def side_request(body: dict[str, Any]) -> bool:
         return False
 
+    def uninstall(self) -> None:
+        done = self.product.run("uninstall", self.name, env=self.env)
+        assert done.returncode == 0, done.stderr
+
     def configure(self, model: FakeOpenAI) -> None:
         raise NotImplementedError
 
@@ -182,19 +188,19 @@ class Harness:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate(timeout=30)
-            raise AssertionError(f"{self.name} did not finish in {timeout} s: {err[-3000:]}")
+            raise AssertionError(
+                f"{self.name} did not finish in {timeout} s: {err[-3000:]}"
+            ) from None
         ready = [json.loads(line) for line in _lines(self.ready_file)]
         return Result(proc.returncode, out, err, ready, self.log_text())
 
-    def guard_pid(self, start: int, timeout: float = 20.0) -> int:
-        """The pid of the guard that start number `start` spawned (from its ready marker)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for record in (json.loads(line) for line in _lines(self.ready_file)):
-                if record.get("start") == start and record.get("ok"):
-                    return int(record["pid"])
-            time.sleep(0.05)
-        raise AssertionError(f"no ready marker for guard start {start}")
+    def guard_pid(self, start: int) -> int | None:
+        """The pid of the guard that start number `start` spawned (from its ready
+        marker), or None while there is none."""
+        for record in (json.loads(line) for line in _lines(self.ready_file)):
+            if record.get("start") == start and record.get("ok"):
+                return int(record["pid"])
+        return None
 
 
 def _lines(path: Path) -> list[str]:
@@ -267,7 +273,12 @@ class OpenCode(Harness):
     app = "opencode"  # its directory names under XDG_CONFIG_HOME and XDG_DATA_HOME
     env_prefix = "OPENCODE"
     config_name = "opencode.json"
-    doom_loop_epilogue: list[Any] = []  # error events `run` adds after the rejection
+    # Error events `run` adds after a rejected doom_loop permission.
+    doom_loop_epilogue: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, product: Product) -> None:
+        super().__init__(product)
+        self.extra_config: dict[str, Any] = {}  # more keys for the config file
 
     @property
     def config_dir(self) -> Path:
@@ -299,9 +310,13 @@ class OpenCode(Harness):
             "options": {"baseURL": model.url, "apiKey": "sk-fake-key-for-tests"},
             "models": {MODEL: {"name": "Fake", "tool_call": True}},
         }
-        config = {"model": f"{PROVIDER}/{MODEL}", "provider": {PROVIDER: provider}}
+        # Over what is there already (a plugin the harness's own `plugin` command added).
+        path = self.config_dir / self.config_name
+        config = json.loads(path.read_text()) if path.exists() else {}
+        config.update(model=f"{PROVIDER}/{MODEL}", provider={PROVIDER: provider})
+        config.update(self.extra_config)
         self.config_dir.mkdir(parents=True, exist_ok=True)
-        (self.config_dir / self.config_name).write_text(json.dumps(config, indent=2))
+        path.write_text(json.dumps(config, indent=2))
         self.env.update(
             XDG_DATA_HOME=str(self.home / "data"),
             XDG_CACHE_HOME=str(self.home / "cache"),
@@ -335,7 +350,9 @@ class Kilo(OpenCode):
     app = "kilo"
     env_prefix = "KILO"
     config_name = "kilo.json"
-    doom_loop_epilogue = ["run ended with an auto-rejected permission; pass --auto for autonomous use"]
+    doom_loop_epilogue = (
+        "run ended with an auto-rejected permission; pass --auto for autonomous use",
+    )
 
 
 HARNESSES: dict[str, type[Harness]] = {"pi": Pi, "opencode": OpenCode, "kilo": Kilo}

@@ -164,7 +164,9 @@ def parse_loader(text: str) -> tuple[dict[str, Any], str | None]:
     """The config a loader passes, and the config file it names (None: the defaults)."""
     start = text.index("circuitBreaker(", text.index("export default")) + len("circuitBreaker(")
     config: dict[str, Any] = json.loads(text[start : text.rindex(");")])
-    source = next((line[len(SOURCE) :] for line in text.splitlines() if line.startswith(SOURCE)), "")
+    source = next(
+        (line[len(SOURCE) :] for line in text.splitlines() if line.startswith(SOURCE)), ""
+    )
     return config, (None if source == "defaults" else source)
 
 
@@ -229,7 +231,9 @@ def _doctor_loader(harness: PluginHarness, report: Report) -> bool:
 
     text = read_loader(harness)
     if text is None:
-        report.problem(f"not installed: no {harness.loader}", f"dsh-circuit-breaker install {harness.name}")
+        report.problem(
+            f"not installed: no {harness.loader}", f"dsh-circuit-breaker install {harness.name}"
+        )
         return False
     config, source = parse_loader(text)
     report.ok(f"plugin file: {harness.loader}")
@@ -237,7 +241,8 @@ def _doctor_loader(harness: PluginHarness, report: Report) -> bool:
     report.check(
         isinstance(python, str) and os.access(python, os.X_OK),
         f"guard interpreter: {python}",
-        f"reinstall with the interpreter that has this package: dsh-circuit-breaker install {harness.name}",
+        "reinstall with the interpreter that has this package: "
+        f"dsh-circuit-breaker install {harness.name}",
     )
     report.check(harness.adapter_path.is_file(), f"adapter: {harness.adapter_path}")
     try:
@@ -262,7 +267,12 @@ def _doctor_start(harness: PluginHarness, report: Report) -> None:
         marker = root / "ready.jsonl"
         argv, extra = harness.headless(root, model)
         # OpenCode takes its working directory from $PWD when it is set.
-        env = {**os.environ, **extra, "PWD": str(work), "DSH_CIRCUIT_BREAKER_READY_FILE": str(marker)}
+        env = {
+            **os.environ,
+            **extra,
+            "PWD": str(work),
+            "DSH_CIRCUIT_BREAKER_READY_FILE": str(marker),
+        }
         try:
             done = subprocess.run(
                 argv,
@@ -275,7 +285,8 @@ def _doctor_start(harness: PluginHarness, report: Report) -> None:
             )
             output = done.stderr + done.stdout
         except subprocess.TimeoutExpired as exc:
-            output = f"(no exit within {harness.start_timeout:.0f} s) {exc.stderr or ''}"
+            said = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
+            output = f"(no exit within {harness.start_timeout:.0f} s) {said}"
         records = _markers(marker)
         _report_start(harness, report, records, model.requests, output)
 

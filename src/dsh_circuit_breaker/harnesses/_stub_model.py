@@ -28,8 +28,12 @@ class StubModel:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def __enter__(self) -> StubModel:
         self._thread.start()
@@ -48,7 +52,7 @@ def _handler(stub: StubModel) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _allowed(self) -> bool:
-            port = self.server.server_address[1]
+            port = stub.port
             ok = (
                 self.headers.get("Host") in (f"127.0.0.1:{port}", f"localhost:{port}")
                 and self.headers.get("Authorization") == f"Bearer {stub.token}"
@@ -102,7 +106,10 @@ def _completion() -> dict[str, Any]:
 def _events() -> bytes:
     deltas = [({"role": "assistant", "content": REPLY}, None), ({}, "stop")]
     chunks = [
-        {**_envelope("chat.completion.chunk"), "choices": [{"index": 0, "delta": d, "finish_reason": f}]}
+        {
+            **_envelope("chat.completion.chunk"),
+            "choices": [{"index": 0, "delta": d, "finish_reason": f}],
+        }
         for d, f in deltas
     ]
     return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
