@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from conftest import require
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.fake_openai import function_call
-from support.plugin_harnesses import HARNESSES, Harness, Product
+from support.plugin_harnesses import HARNESSES, Harness, in_scratch_home
 from test_plugin_harness_e2e import DENIED, JS, bash, incidents, lines
 
 pytestmark = pytest.mark.timeout(600)
@@ -29,13 +28,15 @@ DOOM_LOOP = "The user rejected permission to use this specific tool call."
 
 
 @pytest.fixture(params=FAMILY)
-def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
-    home = tmp_path / "home"
-    home.mkdir()
-    found = HARNESSES[request.param](Product(home))
-    require(found.available(), f"the {found.name} CLI (tests/e2e: npm ci)")
-    found.install()
-    return found
+def bare(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    return in_scratch_home(request.param, tmp_path)
+
+
+@pytest.fixture
+def harness(bare: Harness) -> Harness:
+    """The harness with the plugin our `install` wrote."""
+    bare.install()
+    return bare
 
 
 class Router:
@@ -146,44 +147,34 @@ def probe_refusals(harness: Harness, limit: int) -> None:
     assert start["ok"] and start["config"]["duplicateLimit"] == limit
 
 
-def test_plugin_list_entry_with_options_configures_the_adapter(tmp_path: Path) -> None:
+def test_plugin_list_entry_with_options_configures_the_adapter(bare: Harness) -> None:
     # The harness's own way to configure a plugin: `["<spec>", {options}]` in the config
     # file's `plugin` list. The adapter loaded by its file URL takes the options as config.
-    for name in FAMILY:
-        home = tmp_path / name
-        home.mkdir()
-        harness = HARNESSES[name](Product(home))
-        require(harness.available(), f"the {name} CLI (tests/e2e: npm ci)")
-        options = {"python": str(harness.product.python), "duplicateLimit": 3}
-        harness.extra_config = {"plugin": [[(JS / "opencode.mjs").as_uri(), options]]}  # type: ignore[attr-defined]
-        probe_refusals(harness, 3)
+    options = {"python": str(bare.product.python), "duplicateLimit": 3}
+    bare.extra_config = {"plugin": [[(JS / "opencode.mjs").as_uri(), options]]}  # type: ignore[attr-defined]
+    probe_refusals(bare, 3)
 
 
-def test_local_npm_package_added_with_the_harness_plugin_command(tmp_path: Path) -> None:
+def test_local_npm_package_added_with_the_harness_plugin_command(bare: Harness) -> None:
     # `opencode plugin -g NAME@file:TARBALL` (and `kilo plugin -g`) installs a local npm
     # package offline (the registry is a closed port) and names it in the global config.
-    for name in FAMILY:
-        home = tmp_path / name
-        home.mkdir()
-        harness = HARNESSES[name](Product(home))
-        require(harness.available(), f"the {name} CLI (tests/e2e: npm ci)")
-        harness.install("--config", str(write(home / "breaker.json", {"duplicateLimit": 4})))
-        tarball = pack(home / "pkg", harness.loader.read_text())
-        harness.uninstall()
-        spec = f"dsh-circuit-breaker-opencode@file:{tarball}"
-        added = subprocess.run(
-            [str(harness.cli), "plugin", "-g", spec],
-            cwd=harness.work,
-            env=harness.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert added.returncode == 0, added.stdout + added.stderr
-        written = [p.read_text() for p in harness.config_dir.glob("*.json*")]  # type: ignore[attr-defined]
-        assert any(spec in text for text in written), added.stdout
-        probe_refusals(harness, 4)
+    bare.install("--config", str(write(bare.home / "breaker.json", {"duplicateLimit": 4})))
+    tarball = pack(bare.home / "pkg", bare.loader.read_text())
+    bare.uninstall()
+    spec = f"dsh-circuit-breaker-opencode@file:{tarball}"
+    added = subprocess.run(
+        [str(bare.cli), "plugin", "-g", spec],
+        cwd=bare.work,
+        env=bare.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert added.returncode == 0, added.stdout + added.stderr
+    written = [p.read_text() for p in bare.config_dir.glob("*.json*")]  # type: ignore[attr-defined]
+    assert any(spec in text for text in written), added.stdout
+    probe_refusals(bare, 4)
 
 
 def write(path: Path, data: Any) -> Path:

@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-from conftest import require
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.fake_openai import function_call
-from support.plugin_harnesses import HARNESSES, Harness, Product, kill_and_wait
+from support.plugin_harnesses import HARNESSES, Harness, in_scratch_home, kill_and_wait
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -26,11 +25,7 @@ DENIED = render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 6, 6)
 
 @pytest.fixture(params=sorted(HARNESSES))
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
-    home = tmp_path / "home"
-    home.mkdir()
-    found = HARNESSES[request.param](Product(home))
-    require(found.available(), f"the {found.name} CLI (tests/e2e: npm ci)")
-    return found
+    return in_scratch_home(request.param, tmp_path)
 
 
 def bash(command: str, description: str = "Run it") -> dict[str, Any]:

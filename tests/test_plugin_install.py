@@ -5,7 +5,6 @@ doctor's throwaway model. The CLIs themselves: tests/test_plugin_harness_e2e.py.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -129,7 +128,8 @@ def test_files_we_did_not_write_are_left_alone(name: str, tmp_path: Path) -> Non
     done = cli(tmp_path, "install", name)
     assert done.returncode == 1
     assert f"{loader} exists and was not written by us; not touching it" in done.stderr
-    assert loader.read_text() == "// my own plugin\n" and target.read_text() == "export default {}\n"
+    assert loader.read_text() == "// my own plugin\n"
+    assert target.read_text() == "export default {}\n"
 
 
 def test_uninstall_removes_only_our_loader(name: str, tmp_path: Path) -> None:

@@ -356,3 +356,14 @@ class Kilo(OpenCode):
 
 
 HARNESSES: dict[str, type[Harness]] = {"pi": Pi, "opencode": OpenCode, "kilo": Kilo}
+
+
+def in_scratch_home(name: str, tmp_path: Path) -> Harness:
+    """Harness `name` in a HOME of its own under `tmp_path`, nothing installed yet."""
+    from conftest import require
+
+    home = tmp_path / "home"
+    home.mkdir()
+    found = HARNESSES[name](Product(home))
+    require(found.available(), f"the {name} CLI (tests/e2e: npm ci)")
+    return found

@@ -8,11 +8,12 @@ config file (`--config FILE`, else the user config file, as the command hooks fi
 over the harness's defaults. A harness only discovers `.js`/`.ts` files there, so the
 backups (`dsh-circuit-breaker.js.bak-<UTC time>`) beside it are never loaded.
 
-A plugin that fails to import is only logged by the harness, so `doctor` trusts nothing
-it reads: it starts the harness headless the way a user does (their plugin directory,
-their config), pointed at a throwaway model on 127.0.0.1 that only says OK, and waits for
-the plugin's ready marker (`$DSH_CIRCUIT_BREAKER_READY_FILE`), which the guard client
-writes once the guard has answered its hello.
+A harness reports a plugin that fails to load in its own way (OpenCode and Kilo only log
+it and run without it), so `doctor` trusts nothing it reads: it starts the harness
+headless the way a user does (their plugin directory, their config), pointed at a
+throwaway model on 127.0.0.1 that only says OK, and waits for the plugin's ready marker
+(`$DSH_CIRCUIT_BREAKER_READY_FILE`), which the guard client writes once the guard has
+answered its hello.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ JS_DIR = Path(__file__).resolve().parent.parent / "js"
 
 # How doctor starts a harness: (scratch dir, model) -> (argv, extra environment).
 Headless = Callable[[Path, StubModel], tuple[list[str], dict[str, str]]]
+Action = Callable[[argparse.Namespace], int]
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,9 @@ class PluginHarness:
         return JS_DIR / self.adapter
 
 
-def entry_points(harness: PluginHarness) -> tuple[Any, Any, Any, Any]:
+def entry_points(
+    harness: PluginHarness,
+) -> tuple[Callable[[argparse.ArgumentParser, str], None], Action, Action, Action]:
     """`add_arguments`, `install`, `uninstall`, `doctor` for a harness module."""
 
     def install_(args: argparse.Namespace) -> int:

@@ -27,7 +27,8 @@ export function circuitBreaker(config = {}) {
     const children = new Set();
     const hooks = {
       'tool.execute.before': async (call, output) => {
-        const reason = await decide(guard, logger, () => [sessionOf(call), call.tool, output.args]);
+        const read = () => [sessionOf(call), call.tool, output.args];
+        const reason = await decide(guard, logger, read);
         // The harness turns a thrown error into the tool's error result, with this text.
         if (reason !== undefined) throw new Error(reason);
       },

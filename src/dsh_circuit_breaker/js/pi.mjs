@@ -24,7 +24,8 @@ export function circuitBreaker(config = {}) {
     // pi has no subagents: the agent is the session (its id is the incident log's agent).
     pi.on('tool_call', async (event, ctx) => {
       logger.ui = ctx?.hasUI ? ctx.ui : undefined;
-      const reason = await decide(guard, logger, () => [sessionOf(ctx), event.toolName, event.input]);
+      const read = () => [sessionOf(ctx), event.toolName, event.input];
+      const reason = await decide(guard, logger, read);
       return reason === undefined ? undefined : { block: true, reason };
     });
 
