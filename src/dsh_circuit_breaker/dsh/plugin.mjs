@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { AgentKeys, startGuard } from '../js/guard.mjs';
+import { AgentKeys, decide, resetsOnUserPrompt, startGuard } from '../js/guard.mjs';
 
 export const name = 'dsh-circuit-breaker';
 export const inject = ['tools'];
@@ -33,12 +33,8 @@ export async function apply(ctx, config) {
   const denied = new WeakMap();
 
   ctx.on('tools/pre-execute', async (exec, next) => {
-    let reason;
-    try {
-      reason = await guard.check(agents.of(exec.agent), exec.name, exec.arguments);
-    } catch (error) {
-      logger.warn('dsh-circuit-breaker: internal error, call allowed: %s', String(error));
-    }
+    const read = () => [agents.of(exec.agent), exec.name, exec.arguments];
+    const reason = await decide(guard, logger, read);
     if (reason === undefined) return next();
     denied.set(exec, reason);
     return { kind: 'deny', reason };
@@ -48,7 +44,7 @@ export async function apply(ctx, config) {
   // resetOnUserPrompt (default true): a new prompt from the user starts the agent afresh,
   // as in the breaker's other integrations. DSH puts each prompt into the agent's inbox
   // with source kind `user`; tool results and messages from other agents are not that.
-  if ((effective.resetOnUserPrompt ?? effective.reset_on_user_prompt) !== false) {
+  if (resetsOnUserPrompt(effective)) {
     ctx.on('agent/inbox/inserted', (payload) => {
       try {
         if (payload?.message?.source?.kind !== 'user') return;

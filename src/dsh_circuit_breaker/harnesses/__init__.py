@@ -40,6 +40,9 @@ HARNESSES: dict[str, str] = {
 PLUGIN_HARNESSES: dict[str, str] = {
     "dsh": "dsh_circuit_breaker.dsh.install",
     "cline": "dsh_circuit_breaker.harnesses.cline",
+    "pi": "dsh_circuit_breaker.harnesses.pi",
+    "opencode": "dsh_circuit_breaker.harnesses.opencode",
+    "kilo": "dsh_circuit_breaker.harnesses.kilo",
 }
 DEFAULT = "claude-code"  # `hook` without --harness: what every install before it wrote
 

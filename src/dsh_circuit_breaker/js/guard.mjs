@@ -88,6 +88,24 @@ function findPython(options, adapterGuess) {
   return process.platform === 'win32' ? 'python' : 'python3';
 }
 
+// The decision an adapter hands its harness: a denial reason, or undefined to allow.
+// `read()` returns [agentRef, tool, args] from the harness's call. Never throws: trouble
+// in reading the call allows it (pi, for one, blocks a call whose handler throws).
+export async function decide(guard, logger, read) {
+  try {
+    return await guard.check(...read());
+  } catch (error) {
+    logger.warn('dsh-circuit-breaker: internal error, call allowed: %s', String(error));
+    return undefined;
+  }
+}
+
+// resetOnUserPrompt (default true), read from `startGuard`'s config: the guard's effective
+// keys, or the keys as given when the guard did not start.
+export function resetsOnUserPrompt(config) {
+  return (config.resetOnUserPrompt ?? config.reset_on_user_prompt) !== false;
+}
+
 // For `dsh-circuit-breaker doctor`: proof that a plugin really activated (`pluginFile`:
 // the adapter that started the guard).
 function readyMarker(record) {
@@ -310,11 +328,13 @@ export class Guard {
     const child = this.child;
     if (child === null) return Promise.resolve(undefined);
     return new Promise((resolve) => {
+      // This timer is what keeps the host alive while it waits for us: the guard's pipes
+      // are unreferenced, and a host with nothing else to do (pi in print mode, awaiting
+      // a tool call) would otherwise exit mid-call.
       const timer = setTimeout(() => {
         this.pending.delete(id);
         resolve(undefined);
       }, budgetMs);
-      timer.unref?.();
       this.pending.set(id, (reply) => {
         clearTimeout(timer);
         resolve(reply);
@@ -378,8 +398,7 @@ export class Guard {
 function withTimeout(promise, ms) {
   if (promise === null) return Promise.resolve(undefined);
   return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(undefined), ms);
-    timer.unref?.();
+    const timer = setTimeout(() => resolve(undefined), ms); // referenced, as in `request`
     promise.then(
       (value) => {
         clearTimeout(timer);

@@ -1,0 +1,150 @@
+"""What the plugin adds to each tool call in pi, OpenCode and Kilo Code, measured inside
+the real CLIs (tests/e2e) against the scripted model on 127.0.0.1.
+
+    .venv/bin/python bench/plugin_latency.py [--harness pi] [--calls 100] [--rounds 3]
+
+Each round runs the same session twice: once with the plugin that `install` writes, once
+without it (the baseline). Every tool call is a new one (`bash echo <n>`), so each is
+checked and recorded and none is refused.
+
+1. Handler time: two bench timers (bench/plugin_timing.mjs), one loaded before the
+   breaker and one after it, stamp every tool call; after - before is the breaker's
+   handler (plugin -> guard process -> plugin). Added latency: the difference of the
+   medians with and without it.
+2. Whole tool-call time: (session wall time) / calls, with and without, as a ratio; the
+   user's view (start-up, the model round trip and bash included).
+
+Where the timers go: pi loads `-e` extensions first, and the user's
+(~/.pi/agent/extensions/, ours among them) last, in name order (so `zz-bench-after.js`
+comes after `dsh-circuit-breaker.js`); OpenCode and Kilo load the plugins
+named in the global config file before the global plugin directory (ours), and project
+plugin directories (.opencode/plugins/, .kilo/plugins/) after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from support.fake_openai import function_call  # noqa: E402
+from support.plugin_harnesses import E2E_BIN, HARNESSES, Harness, Product  # noqa: E402
+
+TIMING = (HERE / "plugin_timing.mjs").as_uri()
+
+
+def timer(role: str, kind: str) -> str:
+    make = "piTiming" if kind == "pi" else "openCodeTiming"
+    return f'import {{ {make} }} from "{TIMING}";\nexport default {make}("{role}");\n'
+
+
+def place_timers(harness: Harness, scratch: Path) -> list[str]:
+    """Write the two timers where they load before and after the breaker; returns the
+    extra command-line flags."""
+    if harness.name == "pi":
+        before = scratch / "bench-before.js"
+        before.write_text(timer("before", "pi"))
+        after = harness.agent_dir / "extensions" / "zz-bench-after.js"  # type: ignore[attr-defined]
+        after.parent.mkdir(parents=True, exist_ok=True)
+        after.write_text(timer("after", "pi"))
+        return ["-e", str(before)]
+    before = scratch / "bench-before.js"
+    before.write_text(timer("before", "opencode"))
+    after = harness.work / f".{harness.app}" / "plugins" / "bench-after.js"  # type: ignore[attr-defined]
+    after.parent.mkdir(parents=True)
+    after.write_text(timer("after", "opencode"))
+    harness.extra_config = {"plugin": [before.as_uri()]}  # type: ignore[attr-defined]
+    return []
+
+
+def one_run(name: str, calls: int, with_breaker: bool) -> tuple[list[float], float]:
+    """Per-call handler microseconds (after - before), and wall seconds per tool call."""
+    with tempfile.TemporaryDirectory(prefix="cb-bench-") as tmp:
+        home = Path(tmp) / "home"
+        home.mkdir()
+        harness = HARNESSES[name](Product(home))
+        timings = Path(tmp) / "timings.tsv"
+        harness.env["BENCH_TIMING_FILE"] = str(timings)
+        if with_breaker:
+            harness.install()
+        flags = place_timers(harness, Path(tmp))
+        turns: list[Any] = [
+            function_call("bash", {"command": f"echo {i}", "description": "Count"})
+            for i in range(calls)
+        ]
+        with harness.model([*turns, "Counted."]) as model:
+            started = time.perf_counter()
+            result = harness.run(model, "Count.", flags=tuple(flags), timeout=900)
+            wall = time.perf_counter() - started
+        if result.returncode != 0:
+            raise SystemExit(f"{name} run failed: {result.stderr[-2000:]}")
+        if any("Circuit breaker" in r.text for r in model.tool_results()):
+            raise SystemExit("a call was refused; the bench expects none")
+        if with_breaker and not (result.ready and result.ready[0]["ok"]):
+            raise SystemExit("the plugin did not start its guard")
+        stamps: dict[str, dict[str, int]] = {}
+        for line in timings.read_text().splitlines():
+            role, call, ns = line.split("\t")
+            stamps.setdefault(call, {})[role] = int(ns)
+        paired = [s["after"] - s["before"] for s in stamps.values() if len(s) == 2]
+        if len(paired) != calls or min(paired) < 0:
+            raise SystemExit(f"timed {len(paired)} of {calls} calls (timer order wrong?)")
+        return [ns / 1000 for ns in paired], wall / calls
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+def bench(name: str, calls: int, rounds: int) -> None:
+    with_us: list[float] = []
+    without: list[float] = []
+    wall_with: list[float] = []
+    wall_without: list[float] = []
+    for _ in range(rounds):  # alternate, so drift on the machine hits both sides alike
+        t, w = one_run(name, calls, with_breaker=False)
+        without += t
+        wall_without.append(w)
+        t, w = one_run(name, calls, with_breaker=True)
+        with_us += t
+        wall_with.append(w)
+    print(f"{name}: {rounds} x {calls} tool calls each way ({len(with_us)} per side)")
+    print(f"  handler time per call (microseconds): {'median':>8} {'p90':>8} {'p99':>8}")
+    for label, values in (("no plugin", without), ("with breaker", with_us)):
+        print(
+            f"    {label:34} {statistics.median(values):8.1f} {pct(values, 0.9):8.1f}"
+            f" {pct(values, 0.99):8.1f}"
+        )
+    added = statistics.median(with_us) - statistics.median(without)
+    print(f"  added by the breaker: median {added:.1f} us")
+    mw, mo = statistics.median(wall_with), statistics.median(wall_without)
+    print(
+        f"  whole tool call (wall / calls): no plugin {mo * 1000:.1f} ms, "
+        f"with breaker {mw * 1000:.1f} ms, ratio {mw / mo:.3f}\n"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--harness", choices=sorted(HARNESSES), action="append")
+    parser.add_argument("--calls", type=int, default=100, help="tool calls per session")
+    parser.add_argument("--rounds", type=int, default=3, help="with/without pairs")
+    args = parser.parse_args()
+    for name in args.harness or sorted(HARNESSES):
+        if not (E2E_BIN / HARNESSES[name].executable).exists():
+            print(f"{name}: not installed (tests/e2e: npm ci); skipped")
+            continue
+        bench(name, args.calls, args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

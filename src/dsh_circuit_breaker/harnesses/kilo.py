@@ -1,0 +1,23 @@
+"""Kilo Code CLI (`@kilocode/cli`), OpenCode's fork: the same server-plugin API and the same
+adapter (`js/opencode.mjs`), under its own names: the global plugin directory
+`$XDG_CONFIG_HOME/kilo/plugins/` (default `~/.config/kilo/plugins/`), `kilo run`, and
+`KILO_*` variables."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ._plugin import entry_points
+from .opencode import HARNESS as OPENCODE
+from .opencode import config_dir, headless_for
+
+HARNESS = replace(
+    OPENCODE,
+    name="kilo",
+    label="Kilo Code",
+    executable="kilo",
+    package="@kilocode/cli",
+    plugin_dir=lambda: config_dir("kilo") / "plugins",
+    headless=headless_for("kilo", "KILO"),
+)
+add_arguments, install, uninstall, doctor = entry_points(HARNESS)

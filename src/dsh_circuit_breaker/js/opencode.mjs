@@ -1,0 +1,80 @@
+// dsh-circuit-breaker: OpenCode (opencode-ai) and Kilo Code (@kilocode/cli) server plugin.
+//
+// Plain ESM, no dependencies, no build step: the wiring around the shared guard client
+// (./guard.mjs). `dsh-circuit-breaker install opencode` (or `kilo`) writes a small loader
+// into the harness's global plugin directory that calls `circuitBreaker(config)` with the
+// interpreter and the breaker's keys. Named in a `plugin` list instead
+// (`["/abs/.../opencode.mjs", {options}]`), the options are the config.
+// Docs: docs/opencode.md and docs/kilo.md in the project.
+import { fileURLToPath } from 'node:url';
+import { format } from 'node:util';
+
+import { decide, resetsOnUserPrompt, startGuard } from './guard.mjs';
+
+const ID = 'dsh-circuit-breaker';
+
+export function circuitBreaker(config = {}) {
+  async function server(input, options) {
+    const logger = new Warnings(input?.client);
+    // A bad config throws here: the harness logs the plugin as failed to load.
+    const { guard, config: effective } = await startGuard({
+      config: { ...config, ...(options ?? {}) },
+      logger,
+      pluginFile: fileURLToPath(import.meta.url),
+    });
+    // The agent is the session: a subagent runs in a child session (with a `parentID`) of
+    // its own, so a looping child is refused while its parent is not.
+    const children = new Set();
+    const hooks = {
+      'tool.execute.before': async (call, output) => {
+        const read = () => [sessionOf(call), call.tool, output.args];
+        const reason = await decide(guard, logger, read);
+        // The harness turns a thrown error into the tool's error result, with this text.
+        if (reason !== undefined) throw new Error(reason);
+      },
+      event: async ({ event }) => {
+        const info = event?.properties?.info;
+        if (event?.type === 'session.created' && info?.parentID) children.add(info.id);
+      },
+      dispose: async () => guard.stop(),
+    };
+    // A new prompt in a top-level session is the user's; a child session's prompt is its
+    // parent's task.
+    if (resetsOnUserPrompt(effective)) {
+      hooks['chat.message'] = async (message) => {
+        const id = message?.sessionID;
+        if (typeof id === 'string' && id !== '' && !children.has(id)) {
+          guard.notify({ op: 'forget', agent: id });
+        }
+      };
+    }
+    return hooks;
+  }
+  return { id: ID, server };
+}
+
+export default circuitBreaker();
+
+function sessionOf(call) {
+  const id = call.sessionID;
+  if (typeof id === 'string' && id !== '') return { agent: id };
+  return { anon: 'anon:no-session', agentKeys: [] };
+}
+
+// Warnings go to the harness's own log (its log file; `--print-logs` shows them on
+// stderr), where writing to stderr would tear its TUI.
+class Warnings {
+  constructor(client) {
+    this.client = client;
+  }
+
+  warn(template, ...args) {
+    const message = format(template, ...args);
+    try {
+      const sent = this.client.app.log({ body: { service: ID, level: 'warn', message } });
+      sent?.catch?.(() => process.stderr.write(`${message}\n`));
+    } catch {
+      process.stderr.write(`${message}\n`);
+    }
+  }
+}

@@ -1,0 +1,74 @@
+// dsh-circuit-breaker: pi (@mariozechner/pi-coding-agent) extension.
+//
+// Plain ESM, no dependencies, no build step: pi's wiring around the shared guard client
+// (./guard.mjs). `dsh-circuit-breaker install pi` writes a small loader into
+// ~/.pi/agent/extensions/ that calls `circuitBreaker(config)` with the interpreter and the
+// breaker's keys; loaded directly (`pi -e .../pi.mjs`), it runs with the defaults.
+// Docs: docs/pi.md in the project.
+import { fileURLToPath } from 'node:url';
+import { format } from 'node:util';
+
+import { decide, resetsOnUserPrompt, startGuard } from './guard.mjs';
+
+export function circuitBreaker(config = {}) {
+  return async function dshCircuitBreaker(pi) {
+    const logger = new Warnings();
+    // A bad config throws here: pi reports the extension as failed to load.
+    const { guard, config: effective } = await startGuard({
+      config,
+      logger,
+      pluginFile: fileURLToPath(import.meta.url),
+    });
+    pi.on('session_shutdown', () => guard.stop());
+
+    // pi has no subagents: the agent is the session (its id is the incident log's agent).
+    pi.on('tool_call', async (event, ctx) => {
+      logger.ui = ctx?.hasUI ? ctx.ui : undefined;
+      const read = () => [sessionOf(ctx), event.toolName, event.input];
+      const reason = await decide(guard, logger, read);
+      return reason === undefined ? undefined : { block: true, reason };
+    });
+
+    // A prompt the user typed (or sent over RPC) starts the session afresh; one that an
+    // extension injected (`source: "extension"`) does not.
+    if (resetsOnUserPrompt(effective)) {
+      pi.on('input', (event, ctx) => {
+        if (event?.source === 'extension') return undefined;
+        try {
+          guard.notify({ op: 'forget', ...sessionOf(ctx) });
+        } catch (error) {
+          logger.warn('dsh-circuit-breaker: could not reset on a user prompt: %s', String(error));
+        }
+        return undefined;
+      });
+    }
+  };
+}
+
+export default circuitBreaker();
+
+function sessionOf(ctx) {
+  const id = ctx.sessionManager.getSessionId();
+  if (typeof id === 'string' && id !== '') return { agent: id };
+  return { anon: 'anon:pi-session', agentKeys: [] };
+}
+
+// Warnings go to pi's UI when it has one (stderr would tear the TUI), else to stderr.
+class Warnings {
+  constructor() {
+    this.ui = undefined;
+  }
+
+  warn(template, ...args) {
+    const text = format(template, ...args);
+    if (this.ui !== undefined) {
+      try {
+        this.ui.notify(text, 'warning');
+        return;
+      } catch {
+        // fall through to stderr
+      }
+    }
+    process.stderr.write(`${text}\n`);
+  }
+}

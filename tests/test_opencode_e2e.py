@@ -1,0 +1,197 @@
+"""End to end, what only OpenCode (and its fork Kilo Code) has: subagents, which run in a
+child session of their own, and the harness's own `doom_loop` check (the same tool with
+the identical input three times in a row asks the user for permission). Real CLI, the
+plugin our `install` wrote, the scripted model (tests/support/plugin_harnesses.py).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from support.fake_openai import function_call
+from support.plugin_harnesses import HARNESSES, Harness, in_scratch_home
+from test_plugin_harness_e2e import DENIED, JS, bash, incidents, lines
+
+pytestmark = pytest.mark.timeout(600)
+
+FAMILY = [name for name in ("opencode", "kilo") if name in HARNESSES]
+CHILD = "CHILD-TASK"
+DOOM_LOOP = "The user rejected permission to use this specific tool call."
+
+
+@pytest.fixture(params=FAMILY)
+def bare(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    return in_scratch_home(request.param, tmp_path)
+
+
+@pytest.fixture
+def harness(bare: Harness) -> Harness:
+    """The harness with the plugin our `install` wrote."""
+    bare.install()
+    return bare
+
+
+class Router:
+    """Answers the parent session from `parent` and its subagent (whose first user
+    message is the task prompt) from `child`, each ending on its last turn."""
+
+    def __init__(self, parent: list[Any], child: list[Any]) -> None:
+        self.queues = {"parent": parent, "child": child}
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        first = next((m for m in body.get("messages") or [] if m.get("role") == "user"), {})
+        queue = self.queues["child" if CHILD in json.dumps(first.get("content")) else "parent"]
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+
+
+def test_subagent_is_its_own_agent_and_its_loop_leaves_the_parent_alone(harness: Harness) -> None:
+    side = harness.work / "side.txt"
+    command = f"echo cbprobe4 >> {side}"
+    task = {
+        "description": "Run the probe",
+        "prompt": f"{CHILD}: run it",
+        "subagent_type": "general",
+    }
+    child = [bash(command, f"Probe step {i}") for i in range(1, 11)]
+    router = Router(
+        parent=[function_call("task", task), bash(command, "Once more"), "Parent done."],
+        child=[*child, "Child done."],
+    )
+    model = harness.model([])
+    model.after = router  # every turn is routed
+    with model:
+        result = harness.run(model, "Delegate the probe to a subagent.")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert model.errors == []
+    # The child ran the command six times and was refused four; then the parent ran the
+    # very same command: it has made that call once, so it runs.
+    assert lines(side) == ["cbprobe4"] * 7
+    # Parent and child requests interleave: read each call's result wherever it was sent.
+    texts = {r.call_id: r.text for r in model.tool_results()}
+    bash_calls = [c for c in model.tool_uses() if c["name"] == "bash"]
+    assert [texts[c["id"]] == DENIED for c in bash_calls] == [False] * 6 + [True] * 4 + [False]
+    parent = harness.session_id(result)
+    (spawn,) = [
+        e for e in result.events() if e["type"] == "tool_use" and e["part"]["tool"] == "task"
+    ]
+    meta = spawn["part"]["state"]["metadata"]
+    assert meta["parentSessionId"] == parent and meta["sessionId"] != parent
+    (incident,) = incidents(harness)
+    assert incident["agent"] == meta["sessionId"]  # the child, by its own session id
+
+
+def test_doom_loop_across_turns_never_fires_the_breaker_does(harness: Harness) -> None:
+    # One identical call per model reply: doom_loop looks only inside one reply (the last
+    # three tool parts of one assistant message), so it never fires; the breaker refuses
+    # the 7th, even though the input is identical (description included).
+    side = harness.work / "side.txt"
+    turns = [bash(f"echo cbprobe4 >> {side}", "Same") for _ in range(10)]
+    with harness.model([*turns, "Done."]) as model:
+        result = harness.run(model, "Run the probe ten times.")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "permission requested: doom_loop" not in result.stderr
+    assert lines(side) == ["cbprobe4"] * 6
+    assert [r.text == DENIED for r in model.tool_results()] == [False] * 6 + [True] * 4
+
+
+def test_doom_loop_in_one_reply_fires_first_and_ends_a_run(harness: Harness) -> None:
+    # Four identical calls in one reply: doom_loop asks at the third (before the breaker,
+    # which allows six); `run` has no one to ask, rejects it, and the run ends in error.
+    side = harness.work / "side.txt"
+    same = [bash(f"echo cbprobe4 >> {side}", "Same") for _ in range(4)]
+    with harness.model([same, "Done."]) as model:
+        result = harness.run(model, "Run the probe four times at once.")
+    assert result.returncode == 1
+    assert "permission requested: doom_loop (bash); auto-rejecting" in result.stderr
+    errors = [e["error"] for e in result.events() if e["type"] == "error"]
+    assert errors[0]["data"]["message"] == DOOM_LOOP
+    assert tuple(errors[1:]) == harness.doom_loop_epilogue  # type: ignore[attr-defined]
+    assert not any(DENIED in r.text for r in model.tool_results())
+    assert incidents(harness) == []
+    # The calls run in parallel: those started before the rejection ran (varies by run).
+    assert len(lines(side)) <= 4
+
+
+def test_with_auto_doom_loop_is_approved_and_the_breaker_refuses(harness: Harness) -> None:
+    # `run --auto` approves doom_loop's question: eight identical calls in one reply all
+    # reach the breaker, which lets six run and refuses two.
+    side = harness.work / "side.txt"
+    same = [bash(f"echo cbprobe4 >> {side}", "Same") for _ in range(8)]
+    with harness.model([same, "Done."]) as model:
+        result = harness.run(model, "Run the probe eight times at once.", flags=("--auto",))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "permission requested: doom_loop" not in result.stderr
+    assert lines(side) == ["cbprobe4"] * 6
+    assert sorted(r.text == DENIED for r in model.tool_results()) == [False] * 6 + [True] * 2
+
+
+def probe_refusals(harness: Harness, limit: int) -> None:
+    """Run the probe; `limit` calls run, the rest are refused at that limit."""
+    side = harness.work / "side.txt"
+    turns = [bash(f"echo cbprobe4 >> {side}", f"Step {i}") for i in range(limit + 2)]
+    with harness.model([*turns, "Done."]) as model:
+        result = harness.run(model, "Run the probe.")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert lines(side) == ["cbprobe4"] * limit
+    refused = render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", limit, limit)
+    assert [r.text == refused for r in model.tool_results()] == [False] * limit + [True] * 2
+    (start,) = result.ready
+    assert start["ok"] and start["config"]["duplicateLimit"] == limit
+
+
+def test_plugin_list_entry_with_options_configures_the_adapter(bare: Harness) -> None:
+    # The harness's own way to configure a plugin: `["<spec>", {options}]` in the config
+    # file's `plugin` list. The adapter loaded by its file URL takes the options as config.
+    options = {"python": str(bare.product.python), "duplicateLimit": 3}
+    bare.extra_config = {"plugin": [[(JS / "opencode.mjs").as_uri(), options]]}  # type: ignore[attr-defined]
+    probe_refusals(bare, 3)
+
+
+def test_local_npm_package_added_with_the_harness_plugin_command(bare: Harness) -> None:
+    # `opencode plugin -g NAME@file:TARBALL` (and `kilo plugin -g`) installs a local npm
+    # package offline (the registry is a closed port) and names it in the global config.
+    bare.install("--config", str(write(bare.home / "breaker.json", {"duplicateLimit": 4})))
+    tarball = pack(bare.home / "pkg", bare.loader.read_text())
+    bare.uninstall()
+    spec = f"dsh-circuit-breaker-opencode@file:{tarball}"
+    added = subprocess.run(
+        [str(bare.cli), "plugin", "-g", spec],
+        cwd=bare.work,
+        env=bare.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert added.returncode == 0, added.stdout + added.stderr
+    written = [p.read_text() for p in bare.config_dir.glob("*.json*")]  # type: ignore[attr-defined]
+    assert any(spec in text for text in written), added.stdout
+    probe_refusals(bare, 4)
+
+
+def write(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def pack(where: Path, main: str) -> Path:
+    """An npm tarball (npm pack's layout) whose main is `main`."""
+    manifest = {"name": "dsh-circuit-breaker-opencode", "version": "0.1.0", "type": "module"}
+    files = {"package.json": json.dumps({**manifest, "main": "index.js"}), "index.js": main}
+    where.mkdir()
+    tarball = where / "dsh-circuit-breaker-opencode-0.1.0.tgz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"package/{name}")
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return tarball

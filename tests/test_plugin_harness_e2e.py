@@ -1,0 +1,220 @@
+"""End to end, for every plugin harness (pi, OpenCode, Kilo Code): the real CLI, pinned in
+tests/e2e/package.json, run headless in a scratch HOME with the plugin OUR
+`dsh-circuit-breaker install NAME` wrote, against the scripted model on 127.0.0.1
+(tests/support/plugin_harnesses.py). The CLI, its tools, the plugin loader, the adapter,
+the shared guard client and the guard process are all real; only the model is scripted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from support.fake_openai import function_call
+from support.plugin_harnesses import HARNESSES, Harness, in_scratch_home, kill_and_wait
+
+pytestmark = pytest.mark.timeout(600)
+
+JS = Path(__file__).resolve().parents[1] / "src" / "dsh_circuit_breaker" / "js"
+DENIED = render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 6, 6)
+
+
+@pytest.fixture(params=sorted(HARNESSES))
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    return in_scratch_home(request.param, tmp_path)
+
+
+def bash(command: str, description: str = "Run it") -> dict[str, Any]:
+    return function_call("bash", {"command": command, "description": description})
+
+
+def probe(side: Path) -> list[dict[str, Any]]:
+    """The original plugin's probe: the same command ten times, its description rewritten
+    on every call (ignoreArgs drops it); each real run leaves a line in `side`."""
+    return [bash(f"echo cbprobe4 >> {side}", f"Run probe step {i}") for i in range(1, 11)]
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def incidents(harness: Harness) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in lines(harness.incidents)]
+
+
+def test_probe_six_run_four_refused(harness: Harness) -> None:
+    harness.install()
+    side = harness.work / "side.txt"
+    with harness.model([*probe(side), "All done."]) as model:
+        result = harness.run(model, "Run the cbprobe4 probe ten times.")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert model.errors == []
+    assert lines(side) == ["cbprobe4"] * 6
+    calls = model.tool_uses()
+    assert [r.text == DENIED for r in model.tool_results()] == [False] * 6 + [True] * 4
+    # The refusal is what the model was sent next, as the refused call's result.
+    assert model.result_in_next_request(calls[6]["id"]).text == DENIED
+    (start,) = result.ready
+    assert start["ok"] and start["python"] == str(harness.product.python)
+    assert start["pluginFile"] == str(JS / f"{harness.adapter}.mjs")
+    (incident,) = incidents(harness)
+    assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "bash", 6)
+    assert incident["agent"] == harness.session_id(result)
+    assert "cbprobe4" not in harness.incidents.read_text()  # no argument content on disk
+
+
+def test_cap_refuses_every_call_past_it_with_the_cap_text(harness: Harness) -> None:
+    config = harness.home / "breaker.json"
+    config.write_text(json.dumps({"maxCallsPerAgent": 3}))
+    harness.install("--config", str(config))
+    side = harness.work / "side.txt"
+    turns = [bash(f"echo call{i} >> {side}") for i in range(1, 6)]  # five different calls
+    with harness.model([*turns, "Stopped."]) as model:
+        result = harness.run(model, "Make five calls.")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert lines(side) == ["call1", "call2", "call3"]
+    capped = render(DEFAULT_MESSAGES["cap"], "bash", "cap", 3, 3)
+    assert [r.text for r in model.tool_results()][3:] == [capped, capped]
+
+
+def test_healthy_edit_and_test_cycle_is_never_refused(harness: Harness) -> None:
+    harness.install()
+    app = harness.work / "app.txt"
+    turns: list[Any] = [harness.write_call(app, "version 1\n")]
+    for version in range(1, 10):  # nine identical test runs, more than duplicateLimit (6)
+        turns.append(bash(f"cat {app}", "Run the tests"))
+        turns.append(harness.edit_call(app, f"version {version}", f"version {version + 1}"))
+    with harness.model([*turns, "All green."]) as model:
+        result = harness.run(model, "Fix the app, testing after every edit.")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert model.errors == []
+    results = model.tool_results()
+    assert len(results) == len(turns)
+    assert not any("Circuit breaker" in r.text for r in results)
+    assert [r.text.strip() for r in results[1::2]] == [f"version {v}" for v in range(1, 10)]
+    assert app.read_text() == "version 10\n"
+    assert incidents(harness) == []
+
+
+class Killer:
+    """Before each model reply, SIGKILLs the next guard in line once it has started: the
+    plugin learns of a death at its next call, and restarts the guard at the call after
+    that one at the latest, so which call meets which guard is left to the harness."""
+
+    def __init__(self, harness: Harness, starts: list[int]) -> None:
+        self.harness = harness
+        self.pending = starts
+
+    def before(self, call: dict[str, Any]) -> Any:
+        def turn(body: dict[str, Any]) -> dict[str, Any]:
+            pid = self.harness.guard_pid(self.pending[0]) if self.pending else None
+            if pid is not None:
+                kill_and_wait(pid)
+                self.pending.pop(0)
+            return call
+
+        return turn
+
+
+def test_guard_killed_mid_run_calls_are_allowed_with_a_warning(harness: Harness) -> None:
+    harness.install()
+    side = harness.work / "side.txt"
+    killer = Killer(harness, [1, 2])  # the first guard, then the one restart
+    calls = [bash(f"echo step{i} >> {side}") for i in range(1, 9)]
+    with harness.model([calls[0], *map(killer.before, calls[1:]), "Finished."]) as model:
+        result = harness.run(model, "Run the eight steps.")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert killer.pending == []  # both guards were killed mid-run
+    assert lines(side) == [f"step{i}" for i in range(1, 9)]  # and every call ran
+    assert not any("Circuit breaker" in r.text for r in model.tool_results())
+    assert [s["ok"] for s in result.ready] == [True, True]  # restarted once, not twice
+    warnings = harness.warnings(result)
+    for warning in (
+        "guard process exited (SIGKILL); the call is allowed, it will be restarted once",
+        "restarting the guard process (the one restart)",
+        "guard process exited (SIGKILL); the call is allowed, all further tool calls are "
+        "allowed unchecked",
+    ):
+        assert f"dsh-circuit-breaker: {warning}" in warnings
+
+
+def test_install_doctor_uninstall(harness: Harness) -> None:
+    loader = harness.loader
+    done = harness.install()
+    assert done.stdout.splitlines()[0] == f"installed: {loader}"
+    text = loader.read_text()
+    assert text.startswith(
+        f"// dsh-circuit-breaker: managed by `dsh-circuit-breaker install {harness.name}`"
+    )
+    assert json.dumps((JS / f"{harness.adapter}.mjs").as_uri()) in text
+    assert f'"python": {json.dumps(str(harness.product.python))}' in text
+    assert harness.install().stdout.splitlines()[0] == f"already installed: {loader}"
+    assert sorted(p.name for p in loader.parent.iterdir()) == [loader.name]
+
+    doctor = harness.product.run("doctor", harness.name, env=harness.env)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert f"ok       plugin loaded in {harness.label}; guard answered" in doctor.stdout
+    assert doctor.stdout.splitlines()[-1] == "all good"
+
+    # A changed config: doctor says so, install again rewrites the plugin after a backup.
+    config = harness.home / "config" / "dsh-circuit-breaker" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"duplicateLimit": 3}))
+    stale = harness.product.run("doctor", harness.name, env=harness.env)
+    assert stale.returncode == 1
+    assert "PROBLEM  plugin config matches the defaults" in stale.stdout
+    assert f"fix: the config changed since install: dsh-circuit-breaker install {harness.name}" in (
+        stale.stdout
+    )
+    again = harness.install()
+    assert again.stdout.startswith(f"installed: {loader} (backup: {loader}.bak-")
+    assert '"duplicateLimit": 3' in loader.read_text()
+    (backup,) = [p for p in loader.parent.iterdir() if p != loader]
+    assert backup.read_text() == text
+    doctor = harness.product.run("doctor", harness.name, env=harness.env)
+    assert doctor.returncode == 0, doctor.stdout
+    assert '"duplicateLimit": 3' in doctor.stdout  # the guard's effective config
+
+    gone = harness.product.run("uninstall", harness.name, env=harness.env)
+    assert gone.returncode == 0 and gone.stdout == f"removed {loader}\n"
+    assert not loader.exists()
+    missing = harness.product.run("doctor", harness.name, env=harness.env)
+    assert missing.returncode == 1
+    assert f"PROBLEM  not installed: no {loader}" in missing.stdout
+
+
+def test_install_leaves_a_plugin_it_did_not_write(harness: Harness) -> None:
+    harness.loader.parent.mkdir(parents=True)
+    harness.loader.write_text("export default function () {}\n")
+    done = harness.product.run("install", harness.name, env=harness.env)
+    assert done.returncode == 1
+    assert f"{harness.loader} exists and was not written by us; not touching it" in done.stderr
+    gone = harness.product.run("uninstall", harness.name, env=harness.env)
+    assert gone.returncode == 1
+    assert harness.loader.read_text() == "export default function () {}\n"
+
+
+@pytest.mark.parametrize("reset", [True, False])
+def test_a_new_user_prompt_resets_the_session(harness: Harness, reset: bool) -> None:
+    # The state outlives each process (SQLite), so what the second prompt finds is what
+    # the first one left, unless the prompt reset it.
+    config = harness.home / "breaker.json"
+    config.write_text(json.dumps({"resetOnUserPrompt": reset}))
+    harness.install("--config", str(config), "--state", f"sqlite:///{harness.home / 'cb.db'}")
+    side = harness.work / "side.txt"
+    with harness.model([*probe(side)[:6], "Six."]) as model:
+        first = harness.run(model, "Run the probe six times.", session="new")
+    assert first.returncode == 0, first.stderr[-3000:]
+    with harness.model([*probe(side)[:2], "Two more."]) as model:
+        second = harness.run(model, "Run it twice more.", session="continue")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert harness.session_id(second) == harness.session_id(first)
+    # The second run's model requests carry the first run's results too: read this run's.
+    results = [model.result_in_next_request(call["id"]).text for call in model.tool_uses()]
+    refused = [text == DENIED for text in results]
+    assert refused == ([False, False] if reset else [True, True])
+    assert len(lines(side)) == (8 if reset else 6)

@@ -1,0 +1,207 @@
+"""install / uninstall for the plugin harnesses (pi, OpenCode, Kilo), without their CLIs:
+the loader file, its config, idempotence and backups, files we must not touch, and the
+doctor's throwaway model. The CLIs themselves: tests/test_plugin_harness_e2e.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require
+from dsh_circuit_breaker.harnesses import PLUGIN_HARNESSES, target_module
+from dsh_circuit_breaker.harnesses._plugin import parse_loader
+from dsh_circuit_breaker.harnesses._stub_model import StubModel
+from hook_support import hook_env
+
+NAMES = ["pi", "opencode", "kilo"]
+LOADERS = {
+    "pi": ".pi/agent/extensions/dsh-circuit-breaker.js",
+    "opencode": "config/opencode/plugins/dsh-circuit-breaker.js",
+    "kilo": "config/kilo/plugins/dsh-circuit-breaker.js",
+}
+
+
+def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dsh_circuit_breaker.cli", *args],
+        env=hook_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture(params=NAMES)
+def name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_every_plugin_harness_is_registered() -> None:
+    assert set(NAMES) <= set(PLUGIN_HARNESSES)
+    for harness in NAMES:
+        module = target_module(harness)
+        for member in ("add_arguments", "install", "uninstall", "doctor"):
+            assert callable(getattr(module, member)), (harness, member)
+
+
+def test_install_writes_a_loader_and_is_idempotent(name: str, tmp_path: Path) -> None:
+    loader = tmp_path / LOADERS[name]
+    done = cli(tmp_path, "install", name, "--python", "/opt/venv/bin/python")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"installed: {loader}",
+        f"check it loads: dsh-circuit-breaker doctor {name}",
+    ]
+    config, source = parse_loader(loader.read_text())
+    assert source is None
+    assert config["python"] == "/opt/venv/bin/python"
+    assert config["incidentLog"] == str(tmp_path / "state/dsh-circuit-breaker/incidents.jsonl")
+    assert (tmp_path / "state/dsh-circuit-breaker").stat().st_mode & 0o777 == 0o700
+    assert loader.stat().st_mode & 0o777 == 0o600
+    before = loader.read_text()
+    again = cli(tmp_path, "install", name, "--python", "/opt/venv/bin/python")
+    assert again.stdout.splitlines()[0] == f"already installed: {loader}"
+    assert loader.read_text() == before
+    assert [p.name for p in loader.parent.iterdir()] == [loader.name]
+
+
+def test_harness_exempt_spellings_and_config_file(name: str, tmp_path: Path) -> None:
+    config = tmp_path / "breaker.toml"
+    config.write_text('duplicateLimit = 3\nstate = "sqlite:////tmp/x.db"\n')
+    done = cli(tmp_path, "install", name, "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    baked, source = parse_loader((tmp_path / LOADERS[name]).read_text())
+    assert source == str(config)
+    assert baked["duplicateLimit"] == 3 and baked["state"] == "sqlite:////tmp/x.db"
+    if name == "pi":
+        assert "exempt" not in baked  # SPEC's defaults: pi has no to-do or question tools
+    else:
+        assert baked["exempt"][-3:] == ["todowrite", "todoread", "question"]
+
+
+def test_a_changed_config_rewrites_the_loader_after_a_backup(name: str, tmp_path: Path) -> None:
+    loader = tmp_path / LOADERS[name]
+    assert cli(tmp_path, "install", name).returncode == 0
+    old = loader.read_text()
+    user = tmp_path / "config/dsh-circuit-breaker/config.json"
+    user.parent.mkdir(parents=True)
+    user.write_text(json.dumps({"window": 50}))
+    done = cli(tmp_path, "install", name)
+    assert done.stdout.startswith(f"installed: {loader} (backup: {loader}.bak-")
+    (backup,) = [p for p in loader.parent.iterdir() if p != loader]
+    assert backup.name.endswith("Z") and backup.read_text() == old
+    assert parse_loader(loader.read_text()) == ({**parse_loader(old)[0], "window": 50}, str(user))
+
+
+def test_a_bad_config_fails_install_naming_the_key(name: str, tmp_path: Path) -> None:
+    config = tmp_path / "breaker.json"
+    config.write_text(json.dumps({"duplicateLimt": 3}))
+    done = cli(tmp_path, "install", name, "--config", str(config))
+    assert done.returncode == 1
+    assert f"dsh-circuit-breaker install {name}: {config}: unknown config key 'duplicateLimt'" in (
+        done.stderr
+    )
+    assert not (tmp_path / LOADERS[name]).exists()
+
+
+def test_files_we_did_not_write_are_left_alone(name: str, tmp_path: Path) -> None:
+    loader = tmp_path / LOADERS[name]
+    loader.parent.mkdir(parents=True)
+    target = tmp_path / "elsewhere.js"
+    target.write_text("export default {}\n")
+    loader.symlink_to(target)
+    for action in ("install", "uninstall"):
+        done = cli(tmp_path, action, name)
+        assert done.returncode == 1
+        assert f"{loader} is not a regular file; not touching it" in done.stderr
+    loader.unlink()
+    loader.write_text("// my own plugin\n")
+    done = cli(tmp_path, "install", name)
+    assert done.returncode == 1
+    assert f"{loader} exists and was not written by us; not touching it" in done.stderr
+    assert loader.read_text() == "// my own plugin\n"
+    assert target.read_text() == "export default {}\n"
+
+
+def test_uninstall_removes_only_our_loader(name: str, tmp_path: Path) -> None:
+    loader = tmp_path / LOADERS[name]
+    assert cli(tmp_path, "uninstall", name).stdout == f"not installed: no {loader}\n"
+    assert cli(tmp_path, "install", name).returncode == 0
+    (loader.parent / "mine.js").write_text("export default {}\n")
+    assert cli(tmp_path, "uninstall", name).stdout == f"removed {loader}\n"
+    assert sorted(p.name for p in loader.parent.iterdir()) == ["mine.js"]
+
+
+def test_the_loader_is_a_module_node_can_parse(name: str, tmp_path: Path) -> None:
+    node = shutil.which("node")
+    require(node is not None, "node")
+    assert cli(tmp_path, "install", name, "--python", "/a path/with 'quotes' and ü").returncode == 0
+    loader = tmp_path / LOADERS[name]
+    module = loader.with_suffix(".mjs")
+    shutil.copyfile(loader, module)
+    done = subprocess.run(
+        [str(node), "--check", str(module)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert parse_loader(loader.read_text())[0]["python"] == "/a path/with 'quotes' and ü"
+
+
+def test_doctor_says_what_is_missing(name: str, tmp_path: Path) -> None:
+    done = cli(tmp_path, "doctor", name)
+    assert done.returncode == 1
+    assert f"PROBLEM  not installed: no {tmp_path / LOADERS[name]}" in done.stdout
+    assert f"fix: dsh-circuit-breaker install {name}" in done.stdout
+
+
+def ask(model: StubModel, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        f"{model.url}/chat/completions", data=json.dumps(body).encode(), headers=headers
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_doctor_model_answers_only_its_token_and_host() -> None:
+    with StubModel() as model:
+        good = {"Authorization": f"Bearer {model.token}", "Content-Type": "application/json"}
+        status, text = ask(model, good, {"messages": []})
+        assert status == 200 and json.loads(text)["choices"][0]["message"]["content"] == "OK"
+        status, text = ask(model, good, {"stream": True})
+        assert status == 200 and text.endswith("data: [DONE]\n\n") and '"content": "OK"' in text
+        assert ask(model, {**good, "Authorization": "Bearer nope"}, {})[0] == 403
+        assert ask(model, {**good, "Origin": "https://example.com"}, {})[0] == 403
+        assert ask(model, {**good, "Host": "example.com"}, {})[0] == 403
+        assert model.requests == 2
+
+
+def test_install_honours_the_harness_directories(tmp_path: Path) -> None:
+    env = {**hook_env(tmp_path), "PI_CODING_AGENT_DIR": str(tmp_path / "pi-agent")}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    for name, where in (
+        ("pi", "pi-agent/extensions"),
+        ("opencode", "xdg/opencode/plugins"),
+        ("kilo", "xdg/kilo/plugins"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "dsh_circuit_breaker.cli", "install", name],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / where / "dsh-circuit-breaker.js").is_file()
