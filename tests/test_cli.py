@@ -30,8 +30,10 @@ def test_demo_shows_six_allowed_four_denied_the_text_and_the_incident() -> None:
     )
     assert [v for _, v in verdicts] == ["allowed"] * 6 + ["DENIED (duplicate)"] * 4
     assert "already run as often as allowed (runs: 6, limit: 6)" in result.stdout
-    incident = json.loads(result.stdout.strip().splitlines()[-1])
-    assert incident["kind"] == "duplicate" and incident["agent"] == "demo-agent"
+    assert "this agent is being stopped" in result.stdout  # the 9th call stops it
+    incidents = [json.loads(line) for line in result.stdout.strip().splitlines()[-2:]]
+    assert [i["kind"] for i in incidents] == ["duplicate", "stop"]
+    assert all(i["agent"] == "demo-agent" for i in incidents)
 
 
 def test_no_command_prints_help_and_fails() -> None:

@@ -43,10 +43,12 @@ def test_probe_six_run_then_denied_with_exact_shape(tmp_path: Path) -> None:
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     assert stat.S_IMODE((directory / "state.db").stat().st_mode) == 0o600
     lines = (directory / "incidents.jsonl").read_text().splitlines()
-    assert len(lines) == 1  # the first denial of its kind only
-    incident = json.loads(lines[0])
-    assert incident["agent"] == "sess-1"
+    # The first denial of its kind only, and the first stop (the 3rd refusal in a row).
+    assert len(lines) == 2
+    incident, stop = (json.loads(line) for line in lines)
+    assert incident["agent"] == stop["agent"] == "sess-1"
     assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "Bash", 6)
+    assert (stop["kind"], stop["tool"], stop["count"], stop["limit"]) == ("stop", "Bash", 3, 3)
 
 
 def test_subagent_is_its_own_agent(tmp_path: Path) -> None:

@@ -28,9 +28,12 @@ def test_first_denial_of_each_kind_logs_one_line(tmp_path: Path) -> None:
     for _ in range(3):
         breaker.check("agent-007", "bash", {"command": "date"})
     entries = lines(log)
-    assert [e["kind"] for e in entries] == ["duplicate", "cap"]
-    dup, cap = entries
+    # The 3rd refusal of ls in a row also stops the agent (stopAfterDenials 3): one line
+    # for that first stop; the three cap refusals of date are a second stop, not logged.
+    assert [e["kind"] for e in entries] == ["duplicate", "stop", "cap"]
+    dup, stop, cap = entries
     assert dup == {**dup, "tool": "bash", "count": 6, "limit": 6, "agent": "agent-007"}
+    assert stop == {**stop, "tool": "bash", "count": 3, "limit": 3, "agent": "agent-007"}
     assert cap == {**cap, "tool": "bash", "count": 8, "limit": 8, "agent": "agent-007"}
     assert set(dup) == {"time", "kind", "tool", "count", "limit", "agent"}
     assert dup["time"].endswith("Z") and len(dup["time"]) == len("2026-09-01T23:10:07Z")

@@ -3,6 +3,7 @@ redis-server. The rules themselves run against Redis in tests/test_store_contrac
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import subprocess
@@ -166,7 +167,9 @@ def test_incident_reported_once_across_workers(tmp_path: Path) -> None:
         for worker in workers:
             worker.check("agent-9", "web_search", {"q": "same"})
     lines = log.read_text().splitlines()
-    assert len(lines) == 1 and '"kind":"duplicate"' in lines[0] and '"agent":"agent-9"' in lines[0]
+    # Six refusals in a row: the first duplicate and the first stop, each once for the fleet.
+    assert [json.loads(line)["kind"] for line in lines] == ["duplicate", "stop"]
+    assert all('"agent":"agent-9"' in line for line in lines)
     for worker in workers:
         worker.close()
 

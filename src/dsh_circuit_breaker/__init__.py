@@ -12,15 +12,17 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .breaker import CircuitBreaker, Decision
     from .config import Config, ConfigError
+    from .stop import AgentStopped
 
 _WHERE = {
+    "AgentStopped": "stop",
     "CircuitBreaker": "breaker",
     "Decision": "breaker",
     "Config": "config",
     "ConfigError": "config",
 }
 
-__all__ = ["CircuitBreaker", "Config", "ConfigError", "Decision", "__version__"]
+__all__ = ["AgentStopped", "CircuitBreaker", "Config", "ConfigError", "Decision", "__version__"]
 
 
 def __getattr__(name: str) -> object:

@@ -25,17 +25,22 @@ if TYPE_CHECKING:
 class Decision:
     """The breaker's answer for one call. When denied, `message` is the model's tool result.
 
-    `kind`: None, "duplicate" or "cap" ("unavailable" only with failClosed). `count`:
-    copies of this call counted (duplicate) or calls made (cap); `limit`: the limit hit.
+    `kind`: None, "duplicate", "cap" or "budget" ("unavailable" only with failClosed).
+    `count`: copies of this call counted (duplicate), calls made (cap) or calls made under
+    the budget (budget); `limit`: the limit hit. `stop`: the agent has been refused
+    `stopAfterDenials` calls in a row, so the harness should end it (always False when
+    allowed); `stop_reason` then says why, for the person who reads it.
     """
 
-    __slots__ = ("allowed", "count", "kind", "limit", "message")
+    __slots__ = ("allowed", "count", "kind", "limit", "message", "stop", "stop_reason")
 
     allowed: bool
     kind: str | None
     message: str | None
     count: int
     limit: int
+    stop: bool
+    stop_reason: str | None
 
     def __init__(
         self,
@@ -44,12 +49,20 @@ class Decision:
         message: str | None = None,
         count: int = 0,
         limit: int = 0,
+        stop: bool = False,
+        stop_reason: str | None = None,
     ) -> None:
-        for name, value in zip(self.__slots__, (allowed, count, kind, limit, message), strict=True):
+        values = (allowed, count, kind, limit, message, stop, stop_reason)
+        for name, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Decision is immutable")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Immutable slots defeat pickle's default; AgentStopped carries one across processes.
+        args = (self.allowed, self.kind, self.message, self.count, self.limit, self.stop)
+        return (Decision, (*args, self.stop_reason))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Decision):
@@ -83,6 +96,8 @@ class CircuitBreaker:
             state = store_from_url(state, self.config)
         self.store: Store = state
         self._ignore = frozenset(self.config.ignore_args)
+        # None without toolLimits: the common case then skips the budget lookup entirely.
+        self._budgets = self.config.budgets if self.config.tool_limits else None
         self._objects: ObjectKeys | None = None  # built on the first agent object
         # Allowed decisions differ only in their count: build the common ones once, not
         # per call (and not per possible count: start-up must not grow with the limit).
@@ -98,14 +113,15 @@ class CircuitBreaker:
             key = call_key(tool, arguments, self._ignore)
             if key is None:
                 return ALLOW
-            verdict = self._decide(self._state_key(agent), key)
+            budgets = self._budgets(tool) if self._budgets is not None else ()
+            verdict = self._decide(self._state_key(agent), key, budgets)
             if verdict.kind is None:
                 if verdict.seen < len(self._allowed):
                     return self._allowed[verdict.seen]
                 return Decision(True, None, None, verdict.seen, verdict.limit)
-            if verdict.first_of_kind and config.incident_log:
+            if (verdict.first_of_kind or verdict.first_stop) and config.incident_log:
                 self._report(agent, tool, verdict, config.incident_log)
-            return self._denial(tool, verdict.kind, verdict.seen, verdict.limit)
+            return self._denial(tool, verdict.kind, verdict.seen, verdict.limit, verdict)
         except StoreUnavailable as exc:
             warn("dsh-circuit-breaker: state store unavailable (%s)", exc)
             if config.fail_closed:
@@ -122,11 +138,11 @@ class CircuitBreaker:
     def close(self) -> None:
         self.store.close()
 
-    def _decide(self, state_key: str, key: bytes) -> Verdict:
+    def _decide(self, state_key: str, key: bytes, budgets: tuple[tuple[str, int], ...]) -> Verdict:
         config = self.config
 
         def step(state: AgentState) -> Verdict:
-            return decide(state, key, config)
+            return decide(state, key, config, budgets)
 
         return self.store.transact(state_key, step)
 
@@ -149,13 +165,25 @@ class CircuitBreaker:
         except Exception:  # runs from a finalizer: must not raise
             warn("dsh-circuit-breaker: could not drop state of %s", state_key, exc_info=True)
 
-    def _denial(self, tool: str, kind: str, count: int, limit: int) -> Decision:
-        text = render(self.config.message_template(kind), tool, kind, count, limit)
-        return Decision(False, kind, text, count, limit)
+    def _denial(
+        self, tool: str, kind: str, count: int, limit: int, verdict: Verdict | None = None
+    ) -> Decision:
+        config = self.config
+        text = render(config.message_template(kind), tool, kind, count, limit)
+        if verdict is None or not verdict.stop:
+            return Decision(False, kind, text, count, limit)
+        template = config.message_template("stop")
+        reason = render(template, tool, kind, verdict.denials, config.stop_after_denials)
+        return Decision(False, kind, text, count, limit, True, reason)
 
     def _report(self, agent: Any, tool: str, verdict: Verdict, path: str) -> None:
         assert verdict.kind is not None
         from .identity import agent_label
 
-        line = incident_line(verdict.kind, tool, verdict.seen, verdict.limit, agent_label(agent))
-        append_incident(path, line)
+        who = agent_label(agent)
+        if verdict.first_of_kind:
+            line = incident_line(verdict.kind, tool, verdict.seen, verdict.limit, who)
+            append_incident(path, line)
+        if verdict.first_stop:
+            limit = self.config.stop_after_denials
+            append_incident(path, incident_line("stop", tool, verdict.denials, limit, who))

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 DEFAULT_EXEMPT = ("todo_write", "ask_user_question", "exit_plan_mode")
 DEFAULT_IGNORE_ARGS = ("description", "explanation", "reason", "thought", "purpose")
 PLACEHOLDERS = frozenset({"tool", "count", "limit", "kind"})
-KINDS = ("duplicate", "cap")
+KINDS = ("duplicate", "cap", "budget", "stop")
 SEVEN_DAYS = 7 * 24 * 3600
 # Upper bounds, so that no accepted value switches the breaker off later: past an hour a
 # budget no longer bounds anything (and SQLite's busy timeout overflows at ~24.8 days);
@@ -25,6 +25,8 @@ MAX_IDLE_EXPIRY = 100 * 365 * 24 * 3600
 # rendered message may be this long (rendered once at load with the longest values).
 MAX_SPEC_NUMBER = 100
 MAX_MESSAGE = 20_000
+# Chosen by replaying ../shared/corpus (tests/test_transcripts_corpus.py holds the figures).
+STOP_AFTER_DENIALS = 3
 
 # field -> (default, accepted types). The order is the order of Config's keyword arguments.
 _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
@@ -43,8 +45,11 @@ _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
     "idle_expiry_seconds": (SEVEN_DAYS, (int,)),
     "fail_closed": (False, (bool,)),
     "store_timeout": (2.0, (int, float)),
+    "tool_limits": ({}, (dict,)),
+    "stop_after_denials": (STOP_AFTER_DENIALS, (int,)),
 }
 _LISTS = ("exempt", "only", "ignore_args")
+_MAPPINGS = ("deny_message", "tool_limits")
 
 
 class ConfigError(ValueError):
@@ -66,7 +71,7 @@ class Config:
     naming its key, and never falls back to a default.
     """
 
-    __slots__ = ("_matcher", *_FIELDS)
+    __slots__ = ("_budgets", "_matcher", *_FIELDS)
 
     duplicate_limit: int
     window: int
@@ -82,7 +87,10 @@ class Config:
     idle_expiry_seconds: int
     fail_closed: bool
     store_timeout: float
+    tool_limits: Mapping[str, int]
+    stop_after_denials: int
     _matcher: _ToolMatcher
+    _budgets: _BudgetMatcher
 
     def __init__(
         self,
@@ -100,20 +108,25 @@ class Config:
         idle_expiry_seconds: int = SEVEN_DAYS,
         fail_closed: bool = False,
         store_timeout: float = 2.0,
+        tool_limits: Mapping[str, int] | None = None,
+        stop_after_denials: int = STOP_AFTER_DENIALS,
     ) -> None:
         values = dict(locals())
         del values["self"]
+        if tool_limits is None:
+            values["tool_limits"] = {}
         for name, value in values.items():
             _check_type(name, value)
             if name in _LISTS:
                 value = tuple(value)
-            elif name == "deny_message" and value is not None and not isinstance(value, str):
+            elif name in _MAPPINGS and value is not None and not isinstance(value, str):
                 value = dict(value)
             elif name == "incident_log" and value == "":
                 value = None
             object.__setattr__(self, name, value)
         self._validate()
         object.__setattr__(self, "_matcher", _ToolMatcher(self.exempt, self.only))
+        object.__setattr__(self, "_budgets", _BudgetMatcher(self.tool_limits))
 
     def _validate(self) -> None:
         if self.duplicate_limit < 1:
@@ -141,7 +154,19 @@ class Config:
                 f"must be above 0 and at most {MAX_STORE_TIMEOUT:g} seconds, "
                 f"got {shown(self.store_timeout)}",
             )
-        _check_messages(self.deny_message, max(self.duplicate_limit, self.max_calls_per_agent))
+        _check_limits(self.tool_limits)
+        if self.stop_after_denials < 0:
+            raise _error(
+                "stop_after_denials",
+                f"must be 0 (off) or more, got {shown(self.stop_after_denials)}",
+            )
+        largest = max(
+            self.duplicate_limit,
+            self.max_calls_per_agent,
+            self.stop_after_denials,
+            *self.tool_limits.values(),
+        )
+        _check_messages(self.deny_message, largest)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Config is immutable; use .replace({name}=...)")
@@ -197,6 +222,10 @@ class Config:
         """Whether the breaker looks at calls of `tool` at all."""
         return self._matcher(tool)
 
+    def budgets(self, tool: str) -> tuple[tuple[str, int], ...]:
+        """The `tool_limits` entries (pattern, limit) that count calls of `tool`."""
+        return self._budgets(tool)
+
     def message_template(self, kind: str) -> str:
         from .messages import DEFAULT_MESSAGES
 
@@ -247,10 +276,19 @@ def _check_messages(message: str | Mapping[str, str] | None, largest: int) -> No
         return
     for kind, text in message.items():
         if kind not in KINDS:
-            raise _error("deny_message", f"unknown kind {shown(kind)} (use 'duplicate' and 'cap')")
+            known = ", ".join(repr(k) for k in KINDS)
+            raise _error("deny_message", f"unknown kind {shown(kind)} (known: {known})")
         if not isinstance(text, str):
             raise _error("deny_message", f"{kind} must be a string, got {type(text).__name__}")
         _check_template(text, largest)
+
+
+def _check_limits(limits: Mapping[str, int]) -> None:
+    for pattern, limit in limits.items():
+        if not isinstance(pattern, str) or not pattern:
+            raise _error("tool_limits", f"keys must be tool names or patterns, got {shown(pattern)}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise _error("tool_limits", f"{pattern}: must be a positive integer, got {shown(limit)}")
 
 
 def _check_template(text: str, largest: int) -> None:
@@ -317,6 +355,24 @@ class _ToolMatcher:
                 hit = any(_matches(tool, parts) for parts in self._only)
             else:
                 hit = not any(_matches(tool, parts) for parts in self._exempt)
+            if len(self._cache) < 4096:
+                self._cache[tool] = hit
+        return hit
+
+
+class _BudgetMatcher:
+    """Answers 'which budgets count this tool?' once per tool name."""
+
+    __slots__ = ("_cache", "_entries")
+
+    def __init__(self, limits: Mapping[str, int]) -> None:
+        self._entries = [(p, limit, p.split("*")) for p, limit in limits.items()]
+        self._cache: dict[str, tuple[tuple[str, int], ...]] = {}
+
+    def __call__(self, tool: str) -> tuple[tuple[str, int], ...]:
+        hit = self._cache.get(tool)
+        if hit is None:
+            hit = tuple((p, limit) for p, limit, parts in self._entries if _matches(tool, parts))
             if len(self._cache) < 4096:
                 self._cache[tool] = hit
         return hit

@@ -30,14 +30,18 @@ def run(args: argparse.Namespace) -> int:
         log_path = os.path.join(tmp, "incidents.jsonl")
         breaker = CircuitBreaker(Config(incident_log=log_path))
         print(f"Defaults: {_describe(breaker.config)}\n")
-        denial = None
+        denial = stop = None
         for i, arguments in enumerate(probe_calls(args.calls), start=1):
             decision = breaker.check("demo-agent", "bash", arguments)
             verdict = "allowed" if decision.allowed else f"DENIED ({decision.kind})"
             print(f"call {i:2}: bash {arguments}  ->  {verdict}")
             denial = denial or decision.message
+            if decision.stop and stop is None:
+                stop = (i, decision.stop_reason)
         if denial:
             print(f"\nWhat the model receives instead of the tool's output:\n  {denial}")
+        if stop:
+            print(f"\nFrom call {stop[0]} on, the harness is told to stop the agent:\n  {stop[1]}")
         with open(log_path, encoding="utf-8") as log:
             lines = log.read().splitlines()
         print(f"\nIncident log ({plural(len(lines), 'line')}):")

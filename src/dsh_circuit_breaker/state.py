@@ -1,4 +1,5 @@
-"""One agent's memory: the window of recent call keys and its call count."""
+"""One agent's memory: the window of recent call keys, its call count, its budgets' counts
+and its refusals in a row."""
 
 from __future__ import annotations
 
@@ -25,7 +26,17 @@ class AgentState:
     persistent store has to save (see `to_record`).
     """
 
-    __slots__ = ("calls", "counts", "last_new", "reported", "since", "updated", "window")
+    __slots__ = (
+        "calls",
+        "counts",
+        "denials",
+        "last_new",
+        "reported",
+        "since",
+        "spent",
+        "updated",
+        "window",
+    )
 
     def __init__(self) -> None:
         self.window: deque[bytes] = deque()
@@ -34,6 +45,8 @@ class AgentState:
         self.calls = 0  # allowed guarded calls over the agent's lifetime
         self.last_new = -1  # position (0-based call number) of the most recent new call
         self.reported: set[str] = set()  # kinds already written to the incident log
+        self.spent: dict[str, int] = {}  # toolLimits pattern -> allowed calls it counted
+        self.denials = 0  # guarded calls denied since the last allowed one
         self.updated = 0.0
 
     def record(self, key: bytes, window: int) -> None:
@@ -66,6 +79,8 @@ class AgentState:
             "window": b"".join(self.window).hex(),
             "reported": sorted(self.reported),
             "updated": self.updated,
+            "budgets": self.spent,
+            "denials": self.denials,
         }
 
     @classmethod
@@ -77,6 +92,12 @@ class AgentState:
         state.last_new = int(record["last_new"])
         state.reported = set(record["reported"])
         state.updated = float(record.get("updated", 0.0))
+        # Absent from records written before budgets and stop existed: those start at zero.
+        state.denials = int(record.get("denials", 0))
+        budgets = record.get("budgets", {})
+        if not isinstance(budgets, dict):
+            raise ValueError(f"agent state budgets must be a mapping, got {budgets!r}")
+        state.spent = {str(pattern): int(n) for pattern, n in budgets.items()}
         raw = bytes.fromhex(record["window"])
         keys = [raw[i : i + DIGEST_SIZE] for i in range(0, len(raw), DIGEST_SIZE)]
         state.window.extend(keys)

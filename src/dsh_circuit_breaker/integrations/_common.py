@@ -1,10 +1,12 @@
 """What every framework adapter shares: building the breaker, checking off the event loop,
-and reading a tool call's arguments the way the model sent them."""
+reading a tool call's arguments the way the model sent them, and holding a stop until the
+agent's next model request."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any
 
 from .._log import warn
@@ -67,3 +69,28 @@ def model_arguments(raw: Any) -> Any:
         except ValueError:
             return text
     return raw
+
+
+class PendingStops:
+    """Stops decided at a tool call, acted on before the agent's next model request.
+
+    The refused call is answered first (its refusal lands in the history like any other),
+    so a stopped run leaves a complete transcript that a later run can continue; and no
+    model request follows it, which is what a stop saves. A run's end calls `take` too, to
+    drop a stop it left (a run can end between a tool call and the next model request).
+    """
+
+    def __init__(self) -> None:
+        self._stops: dict[Any, Decision] = {}
+        self._lock = threading.Lock()
+
+    def add(self, agent: Any, decision: Decision) -> None:
+        if decision.stop:
+            with self._lock:
+                self._stops[agent] = decision
+
+    def take(self, agent: Any) -> Decision | None:
+        if not self._stops:  # the common case, without a lock
+            return None
+        with self._lock:
+            return self._stops.pop(agent, None)

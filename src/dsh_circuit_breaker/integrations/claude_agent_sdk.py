@@ -8,7 +8,10 @@
 The Claude Code CLI that the SDK drives calls the `PreToolUse` callback before every tool
 (built-in, MCP and SDK tools alike, in the main agent and in subagents). A denied call gets
 `permissionDecision: "deny"` with the breaker's text as the reason: the tool does not run
-and the model receives the text as an error tool result for that tool_use id.
+and the model receives the text as an error tool result for that tool_use id. When the
+breaker stops the agent (`stopAfterDenials` refusals in a row), the same answer also
+carries `"continue": false` and the stop reason as `stopReason`: the CLI records the
+refusal, makes no further model request, and ends the session.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ class ClaudeCircuitBreaker:
             decision = await acheck(self.breaker, agent, tool, arguments)
             if decision.allowed:
                 return {}
-            return {
+            answer: HookJSONOutput = {
                 "hookSpecificOutput": {
                     "hookEventName": "PreToolUse",
                     "permissionDecision": "deny",
@@ -73,6 +76,11 @@ class ClaudeCircuitBreaker:
                     or "Circuit breaker: this call was NOT run.",
                 }
             }
+            if decision.stop:
+                # The CLI's own stop, in the same answer as the deny, so both always land.
+                answer["continue_"] = False
+                answer["stopReason"] = decision.stop_reason or ""
+            return answer
         except Exception:
             warn_allowed("PreToolUse hook")
             return {}

@@ -8,7 +8,12 @@
 A plugin's `before_tool_callback` runs before every tool of every agent the runner runs
 (sub-agents, transfers, and `AgentTool` sub-runs, which inherit the runner's plugins). A
 denied call returns `{"error": text}`: ADK skips the tool, and the model gets that dict as
-the function response for the call's id.
+the function response for the call's id. When the breaker stops the agent
+(`stopAfterDenials` refusals in a row), the plugin's `before_model_callback` answers the
+agent's next model request itself (ADK's own way to skip a model call): a final response
+whose text is the stop reason and whose `custom_metadata["dsh_circuit_breaker"]` holds
+`{"stop": True, ...}`. The agent's turn ends there; a sub-agent run through `AgentTool`
+hands that text back to its parent, which goes on.
 """
 
 from __future__ import annotations
@@ -17,14 +22,20 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from google.adk.agents.callback_context import CallbackContext
 from google.adk.agents.invocation_context import InvocationContext
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
+from google.genai import types
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import acheck, areset, make_breaker, model_arguments, warn_allowed
+from ._common import PendingStops, acheck, areset, make_breaker, model_arguments, warn_allowed
+
+METADATA_KEY = "dsh_circuit_breaker"
 
 
 class _Guard:
@@ -40,8 +51,9 @@ class _Guard:
         self.breaker = breaker
         self._by_invocation: dict[str, set[str]] = {}
         self._lock = threading.Lock()
+        self._stops = PendingStops()
 
-    def key(self, context: ToolContext) -> str:
+    def key(self, context: ToolContext | CallbackContext) -> str:
         agent = context.agent_name
         if self.breaker.config.reset_on_user_prompt:
             invocation = context.invocation_id
@@ -65,12 +77,30 @@ class _Guard:
         decision = await acheck(self.breaker, key, name, arguments)
         if decision.allowed:
             return None
+        self._stops.add(key, decision)
         return {"error": decision.message or "Circuit breaker: this call was NOT run."}
+
+    def stop_response(self, context: CallbackContext) -> LlmResponse | None:
+        """The answer in place of the model's when this agent was stopped, else None."""
+        try:
+            key = self.key(context)
+        except Exception:
+            warn_allowed("google-adk before_model_callback")
+            return None
+        stop = self._stops.take(key)
+        if stop is None:
+            return None
+        reason = stop.stop_reason or "Circuit breaker: this agent is being stopped."
+        return LlmResponse(
+            content=types.Content(role="model", parts=[types.Part(text=reason)]),
+            custom_metadata={METADATA_KEY: {"stop": True, "kind": stop.kind, "reason": reason}},
+        )
 
     async def finished(self, invocation_id: str) -> None:
         with self._lock:
             keys = self._by_invocation.pop(invocation_id, set())
         for key in keys:
+            self._stops.take(key)
             await areset(self.breaker, key)
 
 
@@ -92,6 +122,11 @@ class CircuitBreakerPlugin(BasePlugin):
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
         return await self._guard.check(tool, tool_args, tool_context)
+
+    async def before_model_callback(
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> LlmResponse | None:
+        return self._guard.stop_response(callback_context)
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         # The invocation is over and its ids are never seen again: drop their state.

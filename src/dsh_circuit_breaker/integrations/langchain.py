@@ -6,7 +6,9 @@
 
 `wrap_tool_call` / `awrap_tool_call` ask the breaker before the tool runs; a denied call
 never reaches the tool, and the model gets an error `ToolMessage` with the breaker's text,
-tied to the call's id.
+tied to the call's id. When the breaker stops the agent (`stopAfterDenials` refusals in a
+row), `before_model` raises `AgentStopped` instead of the next model request: `invoke`,
+`ainvoke` and `stream` raise it, with the refusal already in the graph's state.
 
 Which agent a call belongs to: each agent run carries a private state field,
 `circuit_breaker_agent`, set by `before_agent`. A subagent is its own graph with its own
@@ -29,7 +31,8 @@ from typing_extensions import NotRequired
 
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
-from ._common import acheck, areset, make_breaker, safe_reset, warn_allowed
+from ..stop import AgentStopped
+from ._common import PendingStops, acheck, areset, make_breaker, safe_reset, warn_allowed
 
 STATE_FIELD = "circuit_breaker_agent"
 
@@ -60,6 +63,7 @@ class CircuitBreakerMiddleware(AgentMiddleware[CircuitBreakerState, Any, Any]):
     def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
         super().__init__()
         self.breaker = make_breaker(breaker, config)
+        self._stops = PendingStops()
 
     # --- which agent ---
 
@@ -83,18 +87,48 @@ class CircuitBreakerMiddleware(AgentMiddleware[CircuitBreakerState, Any, Any]):
         self, state: CircuitBreakerState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         agent = _field(state)
-        if agent is not None and self.breaker.config.reset_on_user_prompt:
-            # Nothing reads this id again: drop its state instead of keeping one per run.
-            safe_reset(self.breaker, agent)
+        if agent is not None:
+            self._stops.take(agent)
+            if self.breaker.config.reset_on_user_prompt:
+                # Nothing reads this id again: drop its state instead of keeping one per run.
+                safe_reset(self.breaker, agent)
         return None
 
     async def aafter_agent(
         self, state: CircuitBreakerState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         agent = _field(state)
-        if agent is not None and self.breaker.config.reset_on_user_prompt:
-            await areset(self.breaker, agent)
+        if agent is not None:
+            self._stops.take(agent)
+            if self.breaker.config.reset_on_user_prompt:
+                await areset(self.breaker, agent)
         return None
+
+    # --- the stop: before the model request that would follow the refusal ---
+
+    def before_model(
+        self, state: CircuitBreakerState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        agent, stop = self._stop(state)
+        if stop is not None:
+            if self.breaker.config.reset_on_user_prompt:
+                safe_reset(self.breaker, agent)  # after_agent will not run
+            raise AgentStopped(stop, agent)
+        return None
+
+    async def abefore_model(
+        self, state: CircuitBreakerState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        agent, stop = self._stop(state)
+        if stop is not None:
+            if self.breaker.config.reset_on_user_prompt:
+                await areset(self.breaker, agent)
+            raise AgentStopped(stop, agent)
+        return None
+
+    def _stop(self, state: Any) -> tuple[str, Decision | None]:
+        agent = _field(state)
+        return agent or "", self._stops.take(agent) if agent is not None else None
 
     # --- the guard ---
 
@@ -108,7 +142,7 @@ class CircuitBreakerMiddleware(AgentMiddleware[CircuitBreakerState, Any, Any]):
             return handler(request)
         decision = self.breaker.check(agent, tool, arguments)
         if not decision.allowed:
-            return _refusal(request, decision)
+            return self._refuse(request, agent, decision)
         return handler(request)
 
     async def awrap_tool_call(
@@ -123,8 +157,13 @@ class CircuitBreakerMiddleware(AgentMiddleware[CircuitBreakerState, Any, Any]):
             return await handler(request)
         decision = await acheck(self.breaker, agent, tool, arguments)
         if not decision.allowed:
-            return _refusal(request, decision)
+            return self._refuse(request, agent, decision)
         return await handler(request)
+
+    def _refuse(self, request: ToolCallRequest, agent: str, decision: Decision) -> ToolMessage:
+        if _field(request.state) is not None:  # only create_agent runs before_model
+            self._stops.add(agent, decision)
+        return _refusal(request, decision)
 
 
 def _call(request: ToolCallRequest) -> tuple[str, str, Any]:

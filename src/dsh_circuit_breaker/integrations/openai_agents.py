@@ -8,7 +8,11 @@ The SDK has no agent-level tool guard: input guardrails attach per function tool
 MCP server). `guard_agent` attaches one breaker guardrail to every function tool of an
 agent, to its MCP servers, and, recursively, to the agents it hands off to and the agents
 it runs as tools. A denied call returns `ToolGuardrailFunctionOutput.reject_content(text)`:
-the tool does not run and the model gets `text` as that call's output.
+the tool does not run and the model gets `text` as that call's output. When the breaker
+stops the agent (`stopAfterDenials` refusals in a row), the guardrail trips instead
+(`ToolGuardrailFunctionOutput.raise_exception`): the tool does not run and `Runner.run`
+raises the SDK's `ToolInputGuardrailTripwireTriggered`, whose `output.output_info` holds
+`"stop": True`, the stop `reason` and the refusal `message`.
 """
 
 from __future__ import annotations
@@ -105,10 +109,13 @@ class BreakerGuardrail:
         decision = await acheck(self.breaker, agent, tool, arguments)
         if decision.allowed:
             return ToolGuardrailFunctionOutput.allow()
-        return ToolGuardrailFunctionOutput.reject_content(
-            decision.message or "Circuit breaker: this call was NOT run.",
-            output_info={"kind": decision.kind, "count": decision.count, "limit": decision.limit},
-        )
+        message = decision.message or "Circuit breaker: this call was NOT run."
+        info = {"kind": decision.kind, "count": decision.count, "limit": decision.limit}
+        if decision.stop:
+            # The SDK's own way to end a run from a tool guardrail.
+            stop = {"stop": True, "reason": decision.stop_reason, "message": message}
+            return ToolGuardrailFunctionOutput.raise_exception(output_info={**info, **stop})
+        return ToolGuardrailFunctionOutput.reject_content(message, output_info=info)
 
 
 def circuit_breaker_guardrail(

@@ -7,6 +7,10 @@
 Before each tool runs, `before_tool_execute` asks the breaker; a denied call raises
 `ToolFailed` with the breaker's text, which pydantic-ai turns into a failed tool return
 for that call id (an error result on the wire) without using the tool's retry budget.
+When the breaker stops the agent (`stopAfterDenials` refusals in a row),
+`before_model_request` raises `AgentStopped` instead of the next model request: `run`,
+`run_sync`, `run_stream` and `iter` raise it, the refusal already in the run's messages
+(`capture_run_messages()` holds them).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.run import AgentRunResult
@@ -23,7 +28,8 @@ from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import acheck, areset, make_breaker, model_arguments, warn_allowed
+from ..stop import AgentStopped
+from ._common import PendingStops, acheck, areset, make_breaker, model_arguments, warn_allowed
 
 AgentIdFunc = Callable[[RunContext[Any]], str]
 
@@ -60,6 +66,7 @@ class CircuitBreakerCapability(AbstractCapability[Any]):
     ) -> None:
         self.breaker = make_breaker(breaker, config)
         self.agent_id = agent_id or default_agent_id
+        self._stops = PendingStops()
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -68,14 +75,13 @@ class CircuitBreakerCapability(AbstractCapability[Any]):
     async def wrap_run(
         self, ctx: RunContext[Any], *, handler: WrapRunHandler
     ) -> AgentRunResult[Any]:
-        if not self.breaker.config.reset_on_user_prompt:
-            return await handler()
         try:
             agent = self.agent_id(ctx)
         except Exception:
             warn_allowed("agent_id")
             return await handler()
-        if ctx.prompt is not None:
+        reset = self.breaker.config.reset_on_user_prompt
+        if reset and ctx.prompt is not None:
             await areset(self.breaker, agent)
         deferred = False
         try:
@@ -83,10 +89,24 @@ class CircuitBreakerCapability(AbstractCapability[Any]):
             deferred = isinstance(result.output, DeferredToolRequests)
             return result
         finally:
+            self._stops.take(agent)
             # Nothing reads this state again once the run is over (the next prompt resets it),
             # so drop it rather than keep one record per conversation for the process's life.
-            if not deferred:
+            if reset and not deferred:
                 await areset(self.breaker, agent)
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        try:
+            agent = self.agent_id(ctx)
+        except Exception:
+            warn_allowed("agent_id")
+            return request_context
+        stop = self._stops.take(agent)
+        if stop is not None:
+            raise AgentStopped(stop, agent)
+        return request_context
 
     async def before_tool_execute(
         self,
@@ -106,5 +126,6 @@ class CircuitBreakerCapability(AbstractCapability[Any]):
             return args
         decision = await acheck(self.breaker, agent, call.tool_name, arguments)
         if not decision.allowed:
+            self._stops.add(agent, decision)
             raise ToolFailed(decision.message or "Circuit breaker: this call was NOT run.")
         return args

@@ -7,7 +7,10 @@
 
 On `BeforeToolCallEvent` it asks the breaker; a denied call sets `event.cancel_tool` to
 the breaker's text: the tool does not run and the model gets an error tool result with
-that text for the call's toolUseId.
+that text for the call's toolUseId. When the breaker stops the agent (`stopAfterDenials`
+refusals in a row), it also calls Strands' own `agent.cancel(message=reason,
+after_current_tools=True)`: the invocation ends before the next model call and returns an
+`AgentResult` with `stop_reason == "cancelled"` whose final message is the stop reason.
 """
 
 from __future__ import annotations
@@ -63,3 +66,6 @@ class CircuitBreakerHooks(HookProvider):
         decision = await acheck(self.breaker, event.agent, tool, arguments)
         if not decision.allowed:
             event.cancel_tool = decision.message or "Circuit breaker: this call was NOT run."
+            if decision.stop:
+                # Strands' cooperative stop: the refusal is answered, then no model call.
+                event.agent.cancel(message=decision.stop_reason, after_current_tools=True)
