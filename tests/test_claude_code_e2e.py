@@ -139,7 +139,16 @@ def test_probe_six_run_then_denied(claude: Path, tmp_path: Path) -> None:
             "count": 6,
             "limit": 6,
             "agent": session,
-        }
+        },
+        # The third refusal in a row is the agent's first stop (stopAfterDenials 3).
+        {
+            "time": incidents[1]["time"],
+            "kind": "stop",
+            "tool": "Bash",
+            "count": 3,
+            "limit": 3,
+            "agent": session,
+        },
     ]
     # The CLI counts our denials as permission denials, and the transcript holds them.
     denied_ids = {d["tool_use_id"] for d in events[-1]["permission_denials"]}

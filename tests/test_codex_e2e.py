@@ -112,9 +112,11 @@ def test_probe_six_run_then_blocked(codex: Path, tmp_path: Path) -> None:
         assert "as often as allowed (runs: 6, limit: 6)" in blocked.text
     session = re.search(r"session id: (\S+)", log)
     assert session is not None
-    (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    # The first duplicate, then the first stop (the third refusal in a row).
+    incident, stop = [json.loads(line) for line in run.incidents.read_text().splitlines()]
     assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "Bash", 6)
-    assert incident["agent"] == session.group(1)  # Codex's session id reaches the hook
+    assert (stop["kind"], stop["count"], stop["limit"]) == ("stop", 3, 3)
+    assert incident["agent"] == stop["agent"] == session.group(1)  # Codex's session id
 
 
 def test_untrusted_hooks_do_not_run(codex: Path, tmp_path: Path) -> None:

@@ -76,7 +76,7 @@ def test_probe_ten_identical_calls_six_run_four_denied(session: DshSession) -> N
     for result in results[6:]:
         assert result.text == denial(6, 6)
     lines = incidents(log)
-    assert len(lines) == 1
+    assert [line["kind"] for line in lines] == ["duplicate", "stop"]  # stop: 3rd in a row
     assert lines[0]["kind"] == "duplicate" and lines[0]["tool"] == "bash"
     assert lines[0]["agent"] == run.result.session_id
     assert (lines[0]["count"], lines[0]["limit"]) == (6, 6)
@@ -327,7 +327,10 @@ def test_looping_subagent_is_denied_while_its_parent_is_not(session: DshSession)
     assert not any(by_owner["parent"])  # its own three identical calls all ran
     assert ran(side) == 6
     lines = incidents(log)
-    assert [(line["kind"], line["agent"]) for line in lines] == [("duplicate", child_id)]
+    assert [(line["kind"], line["agent"]) for line in lines] == [
+        ("duplicate", child_id),
+        ("stop", child_id),  # the child's third refusal in a row
+    ]
 
 
 def _first_user_text(body: dict[str, Any]) -> str:

@@ -121,7 +121,7 @@ def this_turn(messages: list[Any]) -> list[Any]:
     )
 
 
-def looping(tag: str, give_up_after: int = 3) -> ScriptedModel:
+def looping(tag: str, give_up_after: int = scenario.GIVE_UP_AFTER) -> ScriptedModel:
     def respond(messages: list[Any]) -> str | scenario.Call:
         turn = this_turn(messages)
         if len(refusals(turn)) >= give_up_after:
@@ -153,7 +153,7 @@ def check_loop(agent: Agent, reply: Any, ran: list[str], tag: str = "loop") -> N
     assert ran == ["same"] * 6
     messages = agent.messages
     denied = refusals(messages)
-    assert [r["toolUseId"] for r in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
+    assert [r["toolUseId"] for r in denied] == [f"{tag}-6", f"{tag}-7"]
     for r in denied:
         assert r["status"] == "error"
         scenario.assert_loop_refusal(text_of(r))

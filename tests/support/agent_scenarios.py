@@ -30,6 +30,10 @@ T = TypeVar("T")
 
 DENIED = "Circuit breaker: this search call was NOT run"  # how a refused search's result begins
 GIVE_UP = "I keep being refused; stopping here."  # what the looping model ends with
+# The looping model reads this many refusals, then gives up on its own: fewer than the
+# default stopAfterDenials (3), so its run ends on its own answer, not on a stop. The stop
+# tests (tests/test_integration_stop.py) use a model that never gives up.
+GIVE_UP_AFTER = 2
 
 
 def is_refusal(text: str) -> bool:

@@ -20,7 +20,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
-from claude_agent_sdk.types import HookContext, HookEvent, HookInput, HookJSONOutput
+from claude_agent_sdk.types import (
+    HookContext,
+    HookEvent,
+    HookInput,
+    HookJSONOutput,
+    SyncHookJSONOutput,
+)
 
 from ..breaker import CircuitBreaker
 from ..config import Config
@@ -68,7 +74,7 @@ class ClaudeCircuitBreaker:
             decision = await acheck(self.breaker, agent, tool, arguments)
             if decision.allowed:
                 return {}
-            answer: HookJSONOutput = {
+            answer: SyncHookJSONOutput = {
                 "hookSpecificOutput": {
                     "hookEventName": "PreToolUse",
                     "permissionDecision": "deny",

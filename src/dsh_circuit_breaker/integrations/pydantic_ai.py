@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
-from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 
