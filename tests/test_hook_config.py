@@ -125,3 +125,29 @@ def test_handle_in_process_keeps_one_store_open(tmp_path: Path) -> None:
     assert len(hook._opened) == 1  # earlier stores were closed as new ones opened
     hook._close_opened()
     assert hook._opened == []
+
+
+def test_budgets_and_stop_from_every_format(tmp_path: Path) -> None:
+    toml = write(
+        tmp_path / "a.toml",
+        'stopAfterDenials = 4\n[toolLimits]\nweb_search = 12\n"mcp__web__*" = 30\n',
+    )
+    as_json = write(
+        tmp_path / "a.json",
+        json.dumps({"stop_after_denials": 4, "tool_limits": {"web_search": 12, "mcp__web__*": 30}}),
+    )
+    yaml_file = write(
+        tmp_path / "a.yaml",
+        "stopAfterDenials: 4\ntoolLimits:\n  web_search: 12\n  'mcp__web__*': 30\n",
+    )
+    row = write(
+        tmp_path / "patches.yaml",
+        "- id: circuit-breaker\n  config:\n    stopAfterDenials: 4\n"
+        "    toolLimits: {web_search: 12, 'mcp__web__*': 30}\n",
+    )
+    configs = [load_config(str(p)) for p in (toml, as_json, yaml_file, row)]
+    assert all(c.tool_limits == {"web_search": 12, "mcp__web__*": 30} for c in configs)
+    assert all(c.stop_after_denials == 4 for c in configs)
+    bad = write(tmp_path / "bad.toml", "[toolLimits]\nweb_search = 0\n")
+    with pytest.raises(ConfigError, match="toolLimits: web_search: must be a positive integer"):
+        load(str(bad))

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
 
 from dsh_circuit_breaker import CircuitBreaker, Config
+from dsh_circuit_breaker.state import AgentState
 
 
 def test_probe_allows_six_then_denies(state_url: str) -> None:
@@ -72,3 +77,54 @@ def test_threads_never_lose_a_count(state_url: str) -> None:
         t.join()
     assert results.count(True) == 6
     breaker.close()
+
+
+def one_process_per_call(state_url: str, config: Config) -> Callable[[], CircuitBreaker]:
+    """A breaker per call, as the command hook makes one per process (a persistent store
+    must carry everything between them); the in-memory store lives in one breaker."""
+    if state_url.startswith("memory:"):
+        shared = CircuitBreaker(config, state=state_url)
+        return lambda: shared
+    return lambda: CircuitBreaker(config, state=state_url)
+
+
+def test_budget_refuses_the_thirteenth_search_and_resets(state_url: str) -> None:
+    breaker = one_process_per_call(state_url, Config(tool_limits={"web_*": 12}))
+    tools = ["web_search", "web_fetch"]
+    decisions = [breaker().check("a", tools[i % 2], {"q": i}) for i in range(14)]
+    assert [d.allowed for d in decisions] == [True] * 12 + [False] * 2
+    assert (decisions[12].kind, decisions[12].count, decisions[12].limit) == ("budget", 12, 12)
+    assert breaker().check("b", "web_search", {"q": 0}).allowed  # per agent
+    breaker().reset("a")
+    assert breaker().check("a", "web_search", {"q": 99}).allowed
+
+
+def test_stop_on_the_third_refusal_in_a_row_until_an_allowed_call(state_url: str) -> None:
+    breaker = one_process_per_call(state_url, Config(duplicate_limit=2, window=10))
+    stops = [breaker().check("a", "t", "A").stop for _ in range(6)]
+    assert stops == [False, False, False, False, True, True]
+    assert breaker().check("a", "t", "B").allowed  # a new call: ends the run of refusals
+    # ...and A counts afresh since it: two run, then three refusals in a row again.
+    assert [breaker().check("a", "t", "A").stop for _ in range(5)] == [False] * 4 + [True]
+
+
+def test_a_record_from_before_budgets_and_stop_still_loads(
+    state_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = Config(duplicate_limit=2, window=10, tool_limits={"t": 3})
+    breaker = one_process_per_call(state_url, config)
+    new_record = AgentState.to_record
+
+    def previous_version(state: AgentState) -> dict[str, Any]:
+        record = new_record(state)
+        del record["budgets"], record["denials"]  # the fields this version added
+        return record
+
+    with monkeypatch.context() as patch:
+        patch.setattr(AgentState, "to_record", previous_version)
+        assert breaker().check("a", "u", "A").allowed
+        assert breaker().check("a", "u", "A").allowed
+    # The old record's window still holds; its budget counts start at zero.
+    assert breaker().check("a", "u", "A").kind == "duplicate"
+    assert [breaker().check("a", "t", c).allowed for c in "BCDE"] == [True, True, True, False]
+    assert [a for a, _ in breaker().store.agents()] == ["a"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from dsh_circuit_breaker import CircuitBreaker, Config
 from dsh_circuit_breaker.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,3 +135,65 @@ def test_calibrate_reports_both_rules_on_the_corpus(capsys: pytest.CaptureFixtur
         ORIGINAL_RULE_MINI_SWE_FALSE_DENIALS
     )
     assert original["loops_stopped"] == 7
+
+
+# stopAfterDenials (issue 14): what a stop after N refusals in a row would have saved on
+# this corpus, measured through the real engine. N -> (runs stopped, calls saved), a call
+# saved being one the agent made after the stop (each one a model turn). Every stopped
+# run is a loop; N = 1 and 2 also stop tau2 task 48, whose agent left its loop by itself
+# after two refusals. 3, the default, is the smallest N that stops only runs that kept on.
+STOP_FIGURES = {1: (7, 460), 2: (7, 453), 3: (6, 447), 4: (6, 441), 5: (6, 435), 6: (6, 429)}
+
+
+@pytest.fixture(scope="module")
+def corpus_runs() -> list[tuple[str, Any, list[Any]]]:
+    """(label, tau2 task id or None, calls) for every transcript, read once."""
+    from dsh_circuit_breaker.transcripts.model import Problems
+    from dsh_circuit_breaker.transcripts.readers import read_transcripts
+    from dsh_circuit_breaker.transcripts.sources import walk
+
+    problems = Problems()
+    runs = [
+        (t.label, t.meta.get("task_id") if t.format == "tau2" else None, list(t.calls()))
+        for t in read_transcripts(walk([str(CORPUS)], problems), problems, None)
+    ]
+    assert problems.count == 0 and len(runs) == 353
+    return runs
+
+
+def stops(runs: list[tuple[str, Any, list[Any]]], config: Config) -> list[dict[str, Any]]:
+    """Every agent the breaker would have stopped: where, and the calls made after it."""
+    stopped = []
+    for label, task, calls in runs:
+        breaker = CircuitBreaker(config)
+        made: dict[str, int] = {}
+        at: dict[str, int] = {}
+        for call in calls:
+            made[call.agent] = made.get(call.agent, 0) + 1
+            if call.agent not in at and breaker.check(call.agent, call.tool, call.arguments).stop:
+                at[call.agent] = made[call.agent]
+        for agent, number in at.items():
+            stopped.append(
+                {"run": label, "task": task, "at": number, "saved": made[agent] - number}
+            )
+    return stopped
+
+
+@pytest.mark.parametrize("n", sorted(STOP_FIGURES))
+def test_stop_figures_for_each_n(corpus_runs: list[Any], n: int) -> None:
+    stopped = stops(corpus_runs, Config(stop_after_denials=n))
+    assert (len(stopped), sum(s["saved"] for s in stopped)) == STOP_FIGURES[n]
+    loops = {"10", "15", "27", "28", "30", "47"} | ({"48"} if n <= 2 else set())
+    assert {s["task"] for s in stopped} == loops  # tau2 loops only: no healthy run
+
+
+def test_the_default_stop_ends_every_loop_at_its_ninth_call(
+    corpus_runs: list[Any], tau2_loops: dict[str, tuple[int, int]]
+) -> None:
+    assert Config().stop_after_denials == 3
+    stopped = {s["task"]: s for s in stops(corpus_runs, Config())}
+    for task, (start, length) in tau2_loops.items():
+        # six identical calls ran, two were refused, the third refusal stops the agent
+        assert stopped[task]["at"] - start + 1 == 9
+        assert stopped[task]["saved"] == start + length - 1 - stopped[task]["at"]
+    assert sum(s["saved"] for s in stopped.values()) == STOP_FIGURES[3][1]
