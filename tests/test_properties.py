@@ -78,3 +78,32 @@ def test_check_never_raises(calls: list[tuple[str, Any]]) -> None:
     for tool, arguments in calls:
         decision = breaker.check("agent", tool, arguments)
         assert decision.allowed or decision.kind in ("duplicate", "cap")
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.tuples(st.sampled_from(["web_search", "web_fetch", "bash"]), st.integers(0, 3))),
+    st.dictionaries(st.sampled_from(["web_*", "web_search", "*"]), st.integers(1, 4), max_size=3),
+    st.integers(0, 4),
+)
+def test_budgets_hold_and_stop_follows_the_refusals_in_a_row(
+    calls: list[tuple[str, int]], limits: dict[str, int], stop_after: int
+) -> None:
+    config = Config(duplicate_limit=2, window=4, tool_limits=limits, stop_after_denials=stop_after)
+    breaker = CircuitBreaker(config)
+    spent = dict.fromkeys(limits, 0)
+    in_a_row = 0
+    for tool, argument in calls:
+        decision = breaker.check("agent", tool, {"q": argument})
+        matching = [p for p in limits if p == tool or (p.endswith("*") and tool.startswith(p[:-1]))]
+        if decision.allowed:
+            for pattern in matching:
+                spent[pattern] += 1
+            in_a_row = 0
+        else:
+            in_a_row += 1
+            if decision.kind == "budget":
+                assert any(spent[p] >= limits[p] for p in matching)
+        assert all(spent[p] <= limits[p] for p in limits)  # no budget is ever overspent
+        assert decision.stop == (0 < stop_after <= in_a_row)
+        assert (decision.stop_reason is not None) == decision.stop
