@@ -34,7 +34,7 @@ def test_web_search_budget_of_12_refuses_the_13th_with_the_budget_text() -> None
         tool="web_search", count=12, limit=12, kind="budget"
     )
     assert "web_search call was NOT run" in refused.message
-    assert "12 of 12 allowed calls have already run" in refused.message
+    assert "used up its budget for web_search (made: 12, limit: 12)" in refused.message
     # Other tools are not under the budget.
     assert breaker.check("a", "read_file", {"path": "x"}).allowed
 
@@ -146,7 +146,7 @@ def test_refusals_of_any_kind_add_up_to_a_stop() -> None:
         ("budget", True),
     ]
     assert (
-        refused[2].stop_reason is not None and "web_search call (budget)" in refused[2].stop_reason
+        refused[2].stop_reason is not None and "a web_search call, budget" in refused[2].stop_reason
     )
     assert breaker.check("a", "bash", "pwd").allowed  # the third allowed call: the cap
     capped = [breaker.check("a", "bash", f"c{i}") for i in range(3)]

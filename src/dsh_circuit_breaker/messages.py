@@ -19,19 +19,19 @@ DEFAULT_MESSAGES = {
         "agent. Finish with what you already have, or stop and tell the user what blocked you."
     ),
     "budget": (
-        "Circuit breaker: this {tool} call was NOT run. This agent's budget for {tool} is "
-        "used up: {count} of {limit} allowed calls have already run, and no further {tool} "
-        "calls will run for this agent. Use the results you already have, or stop and tell "
-        "the user what blocked you."
+        "Circuit breaker: this {tool} call was NOT run. This agent has used up its budget "
+        "for {tool} (made: {count}, limit: {limit}), and no further {tool} calls will run "
+        "for this agent. Use the results you already have, or stop and tell the user what "
+        "blocked you."
     ),
     # For the person who reads why the run ended, not for the model: `count` is the
     # refusals in a row, `limit` is stopAfterDenials, `tool` and `kind` the last refusal's.
     "stop": (
         "Circuit breaker: this agent is being stopped because it no longer reads the "
-        "breaker's answers. Its tool calls were refused {count} times in a row (stop limit "
-        "{limit}), the last one a {tool} call ({kind}); none of the refused calls ran. Look "
-        "at the transcript for what it kept repeating, then restart it with a changed task "
-        "or configuration."
+        "breaker's answers: it kept calling after its calls were refused (refusals in a "
+        "row: {count}, stop limit: {limit}; the last one a {tool} call, {kind}). None of the "
+        "refused calls ran. Look at the transcript for what it kept repeating, then restart "
+        "it with a changed task or configuration."
     ),
     # Only with failClosed, when a shared store cannot be reached.
     "unavailable": (
