@@ -1,8 +1,9 @@
 """A Claude Agent SDK agent with the circuit breaker (docs/claude-agent-sdk.md).
 
 The agent is asked to run one command ten times (the DSH probe): Bash runs it six times,
-and calls 7 to 10 get the breaker's text as their error result. It prints each tool
-result the model was sent, then the model's answer.
+calls 7 to 9 get the breaker's text as their error result, and the 9th, the third refusal
+in a row, ends the session (the CLI's own stop; the transcript records why). It prints
+each tool result, then how the session ended (or the model's answer).
 
     pip install '.[claude-agent-sdk]'
     ANTHROPIC_API_KEY=... python examples/claude_agent_sdk_example.py
@@ -29,6 +30,8 @@ async def main() -> None:
             for block in message.content:
                 if isinstance(block, ToolResultBlock):
                     print("tool result:", block.content)
+        elif isinstance(message, ResultMessage) and message.terminal_reason == "hook_stopped":
+            print("stopped: the breaker ended the session (terminal_reason hook_stopped)")
         elif isinstance(message, ResultMessage):
             print("answer:", message.result)
 

@@ -1,9 +1,10 @@
 """A Google ADK agent with the circuit breaker (docs/google-adk.md).
 
 The agent is asked to run one search ten times, as the DSH probe asks for one command:
-the tool runs six times, and calls 7 to 10 get `{"error": <the breaker's text>}` as their
-function response. It prints each function response the model was sent, then the
-model's answer.
+the tool runs six times, calls 7 to 9 get `{"error": <the breaker's text>}` as their
+function response, and the 9th, the third refusal in a row, stops the agent: the plugin
+answers its next model request with why. It prints each function response, then why the
+run stopped (or the model's answer).
 
     pip install '.[google-adk]'
     GOOGLE_API_KEY=... python examples/google_adk_example.py [--model gemini-2.5-flash]
@@ -23,7 +24,7 @@ from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
 from google.genai import types
 
-from dsh_circuit_breaker.integrations.google_adk import CircuitBreakerPlugin
+from dsh_circuit_breaker.integrations.google_adk import METADATA_KEY, CircuitBreakerPlugin
 
 PROMPT = "Search for 'cbprobe' ten times, one call at a time, then say how many searches ran."
 
@@ -44,8 +45,10 @@ async def main(model: str) -> None:
         for response in event.get_function_responses():
             print("function response:", response.response)
         if event.is_final_response() and event.content and event.content.parts:
-            answer = "".join(part.text or "" for part in event.content.parts)
-    print("answer:", answer)
+            text = "".join(part.text or "" for part in event.content.parts)
+            stopped = METADATA_KEY in (event.custom_metadata or {})  # the breaker's answer
+            answer = ("stopped: " if stopped else "answer: ") + text
+    print(answer)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """An OpenAI Agents SDK agent with the circuit breaker (docs/openai-agents.md).
 
 The agent is asked to run one search ten times, as the DSH probe asks for one command:
-the tool runs six times, and calls 7 to 10 get the breaker's text as their output. It
-prints each tool output the model was sent, then the model's answer.
+the tool runs six times, calls 7 and 8 get the breaker's text as their output, and the
+9th, the third refusal in a row, trips the guardrail, which ends the run. It prints each
+tool output the model was sent, then why the run stopped (or the model's answer).
 
     pip install '.[openai-agents]'
     OPENAI_API_KEY=... python examples/openai_agents_example.py [--model gpt-5-mini]
@@ -16,7 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from agents import Agent, Runner, function_tool
+from agents import Agent, Runner, ToolInputGuardrailTripwireTriggered, function_tool
 
 from dsh_circuit_breaker.integrations.openai_agents import guard_agent
 
@@ -36,9 +37,13 @@ async def main(model: str) -> None:
     guard_agent(triage)  # every function tool of triage, billing, support, ... in one call
 
     run = Runner.run_streamed(triage, PROMPT, max_turns=20)
-    async for event in run.stream_events():
-        if event.type == "run_item_stream_event" and event.name == "tool_output":
-            print("tool output:", event.item.output)
+    try:
+        async for event in run.stream_events():
+            if event.type == "run_item_stream_event" and event.name == "tool_output":
+                print("tool output:", event.item.output)
+    except ToolInputGuardrailTripwireTriggered as error:  # 3 refusals in a row: stopped
+        print("stopped:", error.output.output_info["reason"])
+        return
     print("answer:", run.final_output)
 
 

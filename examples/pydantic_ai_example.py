@@ -1,8 +1,9 @@
 """A pydantic-ai agent with the circuit breaker (docs/pydantic-ai.md).
 
 The agent is asked to run one search ten times, as the DSH probe asks for one command:
-the tool runs six times, and calls 7 to 10 get the breaker's text as their failed result.
-It prints each tool result the model was sent, then the model's answer.
+the tool runs six times, calls 7 to 9 get the breaker's text as their failed result, and
+the 9th, the third refusal in a row, stops the agent (`AgentStopped`, before the next model
+request). It prints each tool result, then why the run stopped (or the model's answer).
 
     pip install '.[pydantic-ai]' 'pydantic-ai-slim[google]'
     GOOGLE_API_KEY=... python examples/pydantic_ai_example.py [--model PROVIDER:MODEL]
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 import argparse
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, capture_run_messages
 from pydantic_ai.messages import ToolReturnPart
 
+from dsh_circuit_breaker import AgentStopped
 from dsh_circuit_breaker.integrations.pydantic_ai import CircuitBreakerCapability
 
 PROMPT = "Search for 'cbprobe' ten times, one call at a time, then say how many searches ran."
@@ -30,12 +32,16 @@ def search(query: str) -> str:
 
 def main(model: str) -> None:
     agent = Agent(model, tools=[search], capabilities=[CircuitBreakerCapability()])
-    result = agent.run_sync(PROMPT)
-    for message in result.all_messages():
+    with capture_run_messages() as messages:  # kept even when the run raises
+        try:
+            answer = "answer: " + agent.run_sync(PROMPT).output
+        except AgentStopped as error:  # refused 3 times in a row: the breaker ended the run
+            answer = "stopped: " + error.reason
+    for message in messages:
         for part in message.parts:
             if isinstance(part, ToolReturnPart):
                 print(f"tool result ({part.outcome}):", part.content)
-    print("answer:", result.output)
+    print(answer)
 
 
 if __name__ == "__main__":

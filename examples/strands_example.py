@@ -1,8 +1,9 @@
 """A Strands agent with the circuit breaker (docs/strands.md).
 
 The agent is asked to run one search ten times, as the DSH probe asks for one command:
-the tool runs six times, and calls 7 to 10 get the breaker's text as their error result.
-It prints each tool result the model was sent, then the model's answer.
+the tool runs six times, calls 7 to 9 get the breaker's text as their error result, and
+the 9th, the third refusal in a row, stops the agent (Strands' own cancel, before the next
+model call). It prints each tool result, then why the run stopped (or the model's answer).
 
     pip install '.[strands]' anthropic
     ANTHROPIC_API_KEY=... python examples/strands_example.py [--model claude-sonnet-4-5]
@@ -38,7 +39,8 @@ def main(model_id: str) -> None:
             if "toolResult" in block:
                 result = block["toolResult"]
                 print(f"tool result ({result['status']}):", result["content"][0]["text"])
-    print("answer:", str(answer).strip())
+    # A stop is Strands' own cancel: the final message is then why the breaker stopped it.
+    print("stopped:" if answer.stop_reason == "cancelled" else "answer:", str(answer).strip())
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 Each one asks its agent to run one call ten times (the DSH probe). The program talks to
 the scripted server on 127.0.0.1 through its framework's real provider client, told only
 by the provider's own base-URL variable; the test then reads, in the requests the model
-got, that calls 1 to 6 ran and calls 7 to 10 were answered with the breaker's text (with
-the error flag, where the API has one), and that the program printed the model's answer.
+got, that calls 1 to 6 ran and calls 7 and 8 were answered with the breaker's text (with
+the error flag, where the API has one), that no request followed the 9th call (the third
+refusal in a row stops the agent), and that the program printed why it stopped.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from sandbox import scratch_env
 from support.fake_anthropic import FakeAnthropic, tool_use
 from support.fake_gemini import FakeGemini
@@ -125,6 +126,7 @@ def test_example_runs_and_its_model_reads_the_refusals(name: str, tmp_path: Path
     provider = example.provider
     tool = example.calls[0][0]
     denial = DEFAULT_MESSAGES["duplicate"].format(tool=tool, count=6, limit=6)
+    stop = render(DEFAULT_MESSAGES["stop"], tool, "duplicate", 3, 3)
     (tmp_path / "home").mkdir()
     with provider.server([provider.call(*c) for c in example.calls] + [ANSWER]) as fake:
         env = scratch_env(tmp_path / "home", **provider.env(fake), **dict(example.env))
@@ -142,12 +144,15 @@ def test_example_runs_and_its_model_reads_the_refusals(name: str, tmp_path: Path
         results = provider.results(fake)
         assert not fake.errors
     assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stderr[-3000:]}"
-    assert len(results) == 10, [r.text[:80] for r in results]
+    # The 9th call's refusal, the third in a row, stopped the agent: no request carried it.
+    assert len(results) == 8, [r.text[:80] for r in results]
     ran, refused = results[:6], results[6:]
     assert all(example.output in r.text for r in ran), [r.text for r in ran]
     assert all(r.text == example.prefix + denial for r in refused), [r.text for r in refused]
     if ran[0].is_error is not None:
-        assert [r.is_error for r in results] == [False] * 6 + [True] * 4
+        assert [r.is_error for r in results] == [False] * 6 + [True] * 2
     printed = done.stdout.splitlines()
-    assert sum(denial in line for line in printed) == 4, done.stdout
-    assert printed[-1].endswith(ANSWER), done.stdout
+    assert sum(denial in line for line in printed) >= 2, done.stdout
+    assert printed[-1].startswith("stopped:"), done.stdout
+    if example.module != "claude_agent_sdk":  # the CLI keeps the reason in its transcript
+        assert printed[-1] == "stopped: " + stop, done.stdout

@@ -79,7 +79,9 @@ def reactive(respond: Callable[[list[dict[str, Any]]], Any], steps: int = 40) ->
     return ScriptedModel([ModelStep.respond(lambda call: [respond(items(call))])] * steps)
 
 
-def looping(tag: str, give_up_after: int = 3, tool: str = "search") -> ScriptedModel:
+def looping(
+    tag: str, give_up_after: int = scenario.GIVE_UP_AFTER, tool: str = "search"
+) -> ScriptedModel:
     def respond(seen: list[dict[str, Any]]) -> Any:
         mine = [o for o in outputs(seen) if str(o["call_id"]).startswith(tag)]
         if len([o for o in mine if scenario.is_refusal(str(o["output"]))]) >= give_up_after:
@@ -111,7 +113,7 @@ def test_loop_is_refused_after_six_sync(api: str) -> None:
     scenario.check_wire_loop(server, error_flag=False)  # neither API has a flag
     assert result.final_output == scenario.GIVE_UP
     behaviors = [r.output.behavior["type"] for r in result.tool_input_guardrail_results]
-    assert behaviors == ["allow"] * 6 + ["reject_content"] * 3
+    assert behaviors == ["allow"] * 6 + ["reject_content"] * 2
     assert result.tool_input_guardrail_results[-1].output.output_info == {
         "kind": "duplicate",
         "count": 6,
@@ -247,7 +249,7 @@ def test_agent_as_tool_and_concurrent_runs_have_their_own_state() -> None:
     # agent made 6 searches of its own around it and none was refused.
     assert ran.count("same") == 12
     assert result.final_output == "outer done"
-    assert len(refusals(last_input(inner_model))) == 3
+    assert len(refusals(last_input(inner_model))) == 2
 
     # Two concurrent runs of one agent object are two agents.
     ran.clear()
@@ -260,7 +262,7 @@ def test_agent_as_tool_and_concurrent_runs_have_their_own_state() -> None:
     for result in asyncio.run(both()):
         assert result.final_output == scenario.GIVE_UP
         conversation = [i if isinstance(i, dict) else dict(i) for i in result.to_input_list()]
-        assert len(refusals(conversation)) == 3  # type: ignore[arg-type]
+        assert len(refusals(conversation)) == 2  # type: ignore[arg-type]
     assert len(ran) == 12
 
 

@@ -99,7 +99,7 @@ def this_run(messages: list[ModelMessage]) -> list[ModelMessage]:
     )
 
 
-def looping_model(tag: str, give_up_after: int = 3) -> FunctionModel:
+def looping_model(tag: str, give_up_after: int = scenario.GIVE_UP_AFTER) -> FunctionModel:
     """Calls search('same') again and again; gives up after `give_up_after` refusals."""
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -141,12 +141,12 @@ def check_loop_run(
 ) -> None:
     assert ran == ["same"] * 6
     denied = refusals(messages)
-    assert len(denied) == 3
+    assert len(denied) == 2
     for part in denied:
         assert part.outcome == "failed"  # sent to the provider as an error result
         scenario.assert_loop_refusal(str(part.content))
-    # The refusals answer the 7th, 8th and 9th calls, by their own ids.
-    assert [p.tool_call_id for p in denied] == [f"{tag}-6", f"{tag}-7", f"{tag}-8"]
+    # The refusals answer the 7th and 8th calls, by their own ids.
+    assert [p.tool_call_id for p in denied] == [f"{tag}-6", f"{tag}-7"]
     assert all(p.outcome == "success" for p in returns(messages)[:6])
     assert_valid_history(messages)
     assert output == scenario.GIVE_UP
@@ -180,7 +180,9 @@ def test_refusal_does_not_use_retry_budget() -> None:
     # ToolFailed, unlike ModelRetry, must not count against retries: with retries=0 a
     # ModelRetry would end the run with UnexpectedModelBehavior at the first refusal.
     ran: list[str] = []
-    agent = Agent(looping_model("loop", give_up_after=5), capabilities=[CircuitBreakerCapability()])
+    # (Five refusals in a row: without stopAfterDenials=0 the third would stop the agent.)
+    capability = CircuitBreakerCapability(config=Config(stop_after_denials=0))
+    agent = Agent(looping_model("loop", give_up_after=5), capabilities=[capability])
 
     @agent.tool_plain(retries=0)
     def search(query: str) -> str:
@@ -350,4 +352,4 @@ def test_loop_is_refused_after_six_streamed(provider: str) -> None:
         path.endswith(":streamGenerateContent") if fake is FakeGemini else body.get("stream")
         for path, body in zip(server.paths, server.requests, strict=True)
     ]
-    assert len(streamed) == 10 and all(streamed)
+    assert len(streamed) == 6 + scenario.GIVE_UP_AFTER + 1 and all(streamed)

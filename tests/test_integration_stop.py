@@ -505,7 +505,7 @@ def test_claude_agent_sdk_loop_ends_the_session_with_hook_stopped(tmp_path: Path
 
     with FakeAnthropic(after=respond) as fake:
         messages = asyncio.run(asyncio.wait_for(session(fake.url), timeout=240))
-        requests = len(fake.messages_requests)
+        requests = len(fake.model_requests)
     assert (home / "ran.txt").read_text().splitlines() == ["hi"] * 6
     assert requests == 9  # the CLI made no model request after the stop
     (result,) = [m for m in messages if isinstance(m, ResultMessage)]

@@ -286,9 +286,13 @@ def _check_messages(message: str | Mapping[str, str] | None, largest: int) -> No
 def _check_limits(limits: Mapping[str, int]) -> None:
     for pattern, limit in limits.items():
         if not isinstance(pattern, str) or not pattern:
-            raise _error("tool_limits", f"keys must be tool names or patterns, got {shown(pattern)}")
+            raise _error(
+                "tool_limits", f"keys must be tool names or patterns, got {shown(pattern)}"
+            )
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise _error("tool_limits", f"{pattern}: must be a positive integer, got {shown(limit)}")
+            raise _error(
+                "tool_limits", f"{pattern}: must be a positive integer, got {shown(limit)}"
+            )
 
 
 def _check_template(text: str, largest: int) -> None:

@@ -142,7 +142,7 @@ def go_offline(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def wire_loop(results_of: ResultsOf, tag: str = "loop", give_up_after: int = 3) -> Any:
+def wire_loop(results_of: ResultsOf, tag: str = "loop", give_up_after: int = GIVE_UP_AFTER) -> Any:
     """The looping model as a scripted server's turn: call `loop_call(tag, n)` with n the
     number of tool results in the request, until `give_up_after` of them are refusals."""
 
@@ -173,12 +173,12 @@ def check_wire_loop(
     tag: str = "loop",
     refusal: Callable[[str], str] = str,
 ) -> None:
-    """The looping run seen on the wire: each of the nine calls is answered in the very
-    next model request; the first six by the tool's own result, the 7th to 9th by the
+    """The looping run seen on the wire: each of the eight calls is answered in the very
+    next model request; the first six by the tool's own result, the 7th and 8th by the
     refusal, with the API's error flag set if `error_flag` (the API has one and the
     framework sets it). `refusal` takes the refusal out of a framework's own framing of
     an error result's text (a JSON wrapper, say)."""
-    for n in range(9):
+    for n in range(6 + GIVE_UP_AFTER):
         result = server.result_in_next_request(f"{tag}-{n}")
         refused = n >= 6
         if refused:
