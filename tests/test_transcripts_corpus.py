@@ -125,6 +125,8 @@ def test_calibrate_reports_both_rules_on_the_corpus(capsys: pytest.CaptureFixtur
         "window": 200,
         "resetOnNewCall": True,
         "maxCallsPerAgent": 300,
+        "stopAfterDenials": 3,
+        "toolLimits": {},
     }
     assert current["loops"] == current["loops_stopped"] == 7
     assert current["stop_after_max"] == 7
