@@ -159,6 +159,7 @@ def _merged(overrides: list[tuple[str, Any]], config: Config) -> dict[str, Any]:
             continue
         if not pattern:
             raise ConfigError(f"--set {key}=...: expected {BUDGETS}.PATTERN=N")
+        head = "tool_limits" if "tool_limits" in values else BUDGETS  # either spelling
         limits = values.get(head, config.tool_limits)
         values[head] = {**limits, pattern: value} if isinstance(limits, dict) else limits
     return values
