@@ -421,3 +421,151 @@ def test_calibrate_counts_runs_on_a_terminal_and_stays_quiet_in_a_pipe(
     assert re.search(r"\r\x1b\[Kcalibrate: \d+ runs? read", text), text
     assert "\r\x1b[K" in text[text.rindex("calibrate: ") :]  # the count is erased at the end
     assert "\r\x1b[Kskipped: " in text  # and before a message, so none lands inside it
+
+
+@needs_corpus
+def test_replay_marks_the_budget_and_the_stop(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = repeated_dsh_session(tmp_path, 10)  # one bash call ten times, no timestamps
+    [row] = run_json(capsys, "replay", str(path))["runs"]
+    # six run, 7 to 10 refused: the third refusal in a row (call 9) stops the agent
+    assert (row["stop"]["call"], row["stop"]["calls_saved"]) == (9, 1)
+    assert row["stop"]["time_saved_s"] is None and row["first_budget"] is None
+    [row] = run_json(capsys, "replay", str(path), "--set", "toolLimits.bash=3")["runs"]
+    budget = row["first_budget"]
+    assert (budget["call"], budget["kind"], budget["count"], budget["limit"]) == (4, "budget", 3, 3)
+    assert row["denied"] == 7 and row["denied_by_kind"] == {"budget": 7}
+    assert (row["stop"]["call"], row["stop"]["kind"], row["stop"]["calls_saved"]) == (
+        6,
+        "budget",
+        4,
+    )
+    [row] = run_json(capsys, "replay", str(path), "--set", "stopAfterDenials=0")["runs"]
+    assert row["stop"] is None and row["denied"] == 4
+
+    code, out, _ = run(capsys, "replay", str(path), "--set", "toolLimits.bash=3")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == [
+        *("RUN", "CALLS", "DENIED", "SAVED", "STOP", "AFTER", "STOP", "BUDGET"),
+        *("FIRST", "DENIAL"),
+    ]
+    # after the label (two words): calls, denied, time saved (no timestamps), the stop, the
+    # calls after it / their time, the first budget denial, then the first denial
+    assert lines[1].split()[2:10] == ["10", "7", "-", "#6", "4", "/", "-", "#4"]
+    assert "#4 budget: bash(" in lines[1]
+    assert (
+        "A stop after 3 refusals in a row (stopAfterDenials=3) would have ended 1 run, saving "
+        "the 4 calls made after it (no timestamps to measure time). Budgets "
+        "(toolLimits.bash=3) would have refused a call in 1 run." in out
+    )
+    assert "stopAfterDenials=3, toolLimits.bash=3: 1 run would have had a call denied" in out
+    code, out, _ = run(capsys, "replay", str(path), "--set", "stopAfterDenials=0")
+    assert "BUDGET" not in out.splitlines()[0]  # no toolLimits: no budget column
+    assert "stopAfterDenials=0: no run is stopped." in out
+
+
+@needs_corpus
+def test_budget_overrides_add_to_the_file_and_fail_naming_the_key(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = repeated_dsh_session(tmp_path, 10)
+    config = tmp_path / "breaker.json"
+    config.write_text(json.dumps({"toolLimits": {"web_*": 12}}))
+    report = run_json(
+        capsys, "replay", str(path), "--config", str(config), "--set", "toolLimits.bash=5"
+    )
+    assert report["config"]["toolLimits"] == {"web_*": 12, "bash": 5}
+    # in order: a whole mapping replaces what came before, an entry adds to it
+    report = run_json(
+        capsys,
+        "replay",
+        str(path),
+        "--config",
+        str(config),
+        "--set",
+        'toolLimits={"read": 2}',
+        "--set",
+        "tool_limits.bash=4",
+    )
+    assert report["config"]["toolLimits"] == {"read": 2, "bash": 4}
+    for bad, named in [
+        ("toolLimits.bash=0", "toolLimits: bash: must be a positive integer, got 0"),
+        ("toolLimits.bash=many", "toolLimits: bash: must be a positive integer, got 'many'"),
+        ("toolLimits.=3", "expected toolLimits.PATTERN=N"),
+        ("stopAfterDenials=-1", "stopAfterDenials: must be 0 (off) or more"),
+    ]:
+        for command in ("replay", "analyze", "calibrate"):
+            code, out, err = run(capsys, command, str(path), "--set", bad)
+            assert code == 2 and out == "", (command, bad)
+            assert named in err, (command, bad, err)
+
+
+@needs_corpus
+def test_analyze_shows_the_stop_with_its_config(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = repeated_dsh_session(tmp_path, 10)
+    code, out, _ = run(capsys, "analyze", str(path))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:7] == ["RUN", "TIME", "CALLS", "DIST", "FAIL", "STREAK", "STOP"]
+    assert lines[1].split()[6:8] == ["10", "#9"]
+    assert "would have ended 1 run, saving the 1 call made after it" in out
+    report = run_json(capsys, "analyze", str(path), "--set", "toolLimits.bash=2")
+    assert report["config"]["toolLimits"] == {"bash": 2}
+    [row] = report["runs"]
+    assert (row["first_budget"]["call"], row["stop"]["call"]) == (3, 5)
+    assert report["total"]["runs_with_budget_denial"] == 1
+    assert report["total"]["stop_calls_saved"] == 5
+
+
+@needs_corpus
+def test_calibrate_stop_table_and_budget_grid(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys,
+        *("calibrate", str(TAU2), "--limits", "6", "--windows", "200"),
+        *("--stop-after", "2,3", "--tool-limit", "transfer_to_human_agents=3,50"),
+    )
+    assert code == 0, err
+    head = "STOP AFTER DENIALS  STOPPED RUNS  NO-LOOP STOPPED  LOOPS ENDED  STOP AT  CALLS SAVED"
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(head))
+    rows = [line.split() for line in lines[at + 1 : lines.index("", at)]]
+    # the current config, then 2 and 3 with each budget
+    assert [(r[0], r[-1]) for r in rows] == [
+        ("3", "-"),
+        ("2", "transfer_to_human_agents=3"),
+        ("2", "transfer_to_human_agents=50"),
+        ("3", "transfer_to_human_agents=3"),
+        ("3", "transfer_to_human_agents=50"),
+    ]
+    assert rows[0][1:4] == ["6", "0", "6/7"]  # 6 runs stopped, none outside a loop
+    assert rows[4][1:4] == rows[0][1:4] and rows[4][7] == "0"  # 50 transfers: no budget refusal
+    assert int(rows[3][2]) > 0  # a budget of 3 transfers stops healthy runs too
+
+    report = run_json(
+        capsys,
+        *("calibrate", str(TAU2), "--limits", "6", "--windows", "200", "--runs"),
+        *("--stop-after", "3", "--tool-limit", "transfer_to_human_agents=3"),
+    )
+    [entry] = report["stop_grid"]
+    assert entry["config"]["toolLimits"] == {"transfer_to_human_agents": 3}
+    assert entry["non_loop_runs_stopped"] == len(entry["non_loop_runs_stopped_list"]) > 0
+    assert all(r["kind"] == "budget" for r in entry["non_loop_runs_stopped_list"])
+    loop = next(r for r in report["runs"] if r["meta"]["task_id"] == "10")
+    # one entry per config: the current one, resetOnNewCall=false, then the budget's
+    assert loop["stopped_at"] == [17, 17, 14]
+
+
+@pytest.mark.parametrize(
+    "bad", [["--stop-after", "0"], ["--tool-limit", "web_search"], ["--tool-limit", "=3"]]
+)
+def test_calibrate_refuses_a_bad_stop_grid(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, bad: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["calibrate", str(tmp_path), *bad])
+    assert exited.value.code == 2
+    assert f"argument {bad[0]}" in capsys.readouterr().err

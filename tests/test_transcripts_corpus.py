@@ -10,6 +10,7 @@ The loops are found here from the raw JSON, independently of the readers.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,8 @@ def test_calibrate_reports_both_rules_on_the_corpus(capsys: pytest.CaptureFixtur
         "window": 200,
         "resetOnNewCall": True,
         "maxCallsPerAgent": 300,
+        "stopAfterDenials": 3,
+        "toolLimits": {},
     }
     assert current["loops"] == current["loops_stopped"] == 7
     assert current["stop_after_max"] == 7
@@ -197,3 +200,138 @@ def test_the_default_stop_ends_every_loop_at_its_ninth_call(
         assert stopped[task]["at"] - start + 1 == 9
         assert stopped[task]["saved"] == start + length - 1 - stopped[task]["at"]
     assert sum(s["saved"] for s in stopped.values()) == STOP_FIGURES[3][1]
+
+
+# What the reports show of the stop (issue 14), checked against the raw JSON: with the
+# defaults six identical calls run and three are refused, so a stop fires at the 9th call of
+# a back-to-back streak, and saves every call the agent made after it, and the time from
+# that call to its last one.
+STREAK_TO_STOP = 6 + 3  # duplicateLimit + stopAfterDenials
+
+
+def _stamp(text: str) -> float:
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+
+
+@pytest.fixture(scope="module")
+def tau2_stops() -> dict[str, dict[str, Any]]:
+    """task id -> where the default stop fires and what it saves, straight from the JSON:
+    the 9th call of the run's longest back-to-back streak, if it reaches 9."""
+    stops = {}
+    for sim in json.loads(TAU2.read_text())["simulations"]:
+        calls = [
+            (tc["name"], json.dumps(tc["arguments"], sort_keys=True), m["timestamp"])
+            for m in sim["messages"]
+            for tc in m.get("tool_calls") or ()
+        ]
+        best, start = (0, 0), 0
+        for i in range(len(calls)):
+            if i and calls[i][:2] != calls[i - 1][:2]:
+                start = i
+            best = max(best, (i - start + 1, -start))
+        length, first = best[0], -best[1]
+        if length < STREAK_TO_STOP:
+            continue
+        at = first + STREAK_TO_STOP  # a call number: calls[at - 1] is the stopped call
+        stops[sim["task_id"]] = {
+            "call": at,
+            "tool": calls[at - 1][0],
+            "calls_saved": len(calls) - at,
+            "time_saved_s": _stamp(calls[-1][2]) - _stamp(calls[at - 1][2]),
+        }
+    return stops
+
+
+def test_replay_shows_each_stop_in_the_loops_and_what_it_saves(
+    capsys: pytest.CaptureFixture[str],
+    tau2_stops: dict[str, dict[str, Any]],
+    tau2_loops: dict[str, tuple[int, int]],
+) -> None:
+    # the five max_steps loops, and task 30's baggage update (15 in a row); task 48's 8
+    # transfers in a row never reach a third refusal
+    assert sorted(tau2_stops) == sorted([*tau2_loops, "30"])
+    report = run_json(capsys, "replay", str(CORPUS), "--json")
+    stopped = {r["meta"]["task_id"]: r for r in report["runs"] if r["stop"]}
+    assert all(r["format"] == "tau2" for r in stopped.values())  # no healthy run is stopped
+    assert sorted(stopped) == sorted(tau2_stops)
+    for task, expected in tau2_stops.items():
+        stop = stopped[task]["stop"]
+        assert (stop["call"], stop["tool"], stop["kind"]) == (
+            expected["call"],
+            expected["tool"],
+            "duplicate",
+        ), task
+        assert stop["calls_saved"] == expected["calls_saved"], task
+        assert stop["time_saved_s"] == pytest.approx(expected["time_saved_s"], abs=0.002), task
+    total = report["total"]
+    assert total["runs_stopped"] == 6
+    assert total["stop_calls_saved"] == sum(s["calls_saved"] for s in tau2_stops.values())
+    assert total["stop_calls_saved"] == STOP_FIGURES[3][1] == 447
+    assert total["stop_time_saved_s"] == pytest.approx(
+        sum(s["time_saved_s"] for s in tau2_stops.values()), abs=0.01
+    )
+    assert total["runs_with_budget_denial"] == 0  # no toolLimits by default
+
+    # analyze reports the same stops
+    analyzed = run_json(capsys, "analyze", str(CORPUS), "--json")
+    assert {k: analyzed["total"][k] for k in ("runs_stopped", "stop_calls_saved")} == {
+        "runs_stopped": 6,
+        "stop_calls_saved": 447,
+    }
+    assert analyzed["total"]["stop_time_saved_s"] == total["stop_time_saved_s"]
+    assert [r["stop"] for r in analyzed["runs"]] == [r["stop"] for r in report["runs"]]
+
+
+def test_replay_html_marks_the_stops(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out_file = tmp_path / "replay.html"
+    assert main(["replay", str(TAU2), "--html", str(out_file)]) == 0
+    capsys.readouterr()
+    page = out_file.read_text()
+    assert page.count('class="stop"/>') == 6  # one line per stopped run
+    assert page.count('class="saved"/>') == 6  # and the shaded calls after it
+    assert "stop: call #17" in page  # task 10: its loop starts at call 9
+    assert "6 runs stopped, saving the 447 calls made after the stop" in page
+
+
+def test_calibrate_stop_grid_on_the_corpus(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(
+        capsys, "calibrate", str(CORPUS), "--json", "--limits", "6", "--windows", "200"
+    )
+    current = report["current"]
+    assert (current["runs_stopped"], current["stop_calls_saved"]) == STOP_FIGURES[3]
+    assert current["loops_ended_by_stop"] == 6  # of 7: task 48 left its loop by itself
+    assert current["stop_at_median"] == current["stop_at_max"] == STREAK_TO_STOP
+    assert current["non_loop_runs_stopped"] == 0 and current["non_loop_runs_stopped_list"] == []
+    by_n = {g["config"]["stopAfterDenials"]: g for g in report["stop_grid"]}
+    assert sorted(by_n) == [1, 2, 4, 5, 6]  # --stop-after's default, the current 3 left out
+    for n, entry in by_n.items():
+        assert (entry["runs_stopped"], entry["stop_calls_saved"]) == STOP_FIGURES[n]
+        assert entry["non_loop_runs_stopped"] == 0
+        assert entry["stop_at_max"] == 6 + n
+
+
+def test_a_budget_set_on_the_command_line_refuses_the_call_past_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # From the raw JSON: the 4th transfer_to_human_agents call of each run is the first one
+    # a budget of 3 refuses (no transfer can be a duplicate denial before its 7th copy).
+    fourth = {}
+    for sim in json.loads(TAU2.read_text())["simulations"]:
+        names = [tc["name"] for m in sim["messages"] for tc in m.get("tool_calls") or ()]
+        numbers = [i for i, name in enumerate(names, start=1) if name == "transfer_to_human_agents"]
+        if len(numbers) >= 4:
+            fourth[sim["task_id"]] = numbers[3]
+    assert len(fourth) >= 10
+
+    budget = "toolLimits.transfer_to_human_agents=3"
+    report = run_json(capsys, "replay", str(TAU2), "--json", "--set", budget)
+    assert report["config"]["toolLimits"] == {"transfer_to_human_agents": 3}
+    found = {r["meta"]["task_id"]: r["first_budget"] for r in report["runs"] if r["first_budget"]}
+    assert {task: b["call"] for task, b in found.items()} == fourth
+    assert all((b["kind"], b["count"], b["limit"]) == ("budget", 3, 3) for b in found.values())
+    assert report["total"]["runs_with_budget_denial"] == len(fourth)
+    # the JSON form of the same override gives the same report
+    same = run_json(
+        capsys, "replay", str(TAU2), "--json", "--set", 'toolLimits={"transfer_to_human_agents":3}'
+    )
+    assert same["runs"] == report["runs"]

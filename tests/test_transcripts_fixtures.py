@@ -7,6 +7,7 @@ actually did in it."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +98,54 @@ def test_dsh_replay_reproduces_the_real_plugin_denials(
     assert row["denied"] == len(really_denied) == 4
     assert row["failed"] == 4
     assert row["time_saved_s"] is not None and row["time_saved_s"] > 0
+
+
+def _tool_use_times(path: Path) -> list[float]:
+    """The timestamp of each tool_use block of a Claude Code session file, from the raw JSON."""
+    times = []
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        content = (entry.get("message") or {}).get("content")
+        if entry.get("type") == "assistant" and isinstance(content, list):
+            stamp = datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00"))
+            times += [stamp.timestamp() for block in content if block.get("type") == "tool_use"]
+    return times
+
+
+def test_claude_code_replay_shows_where_the_stop_would_have_ended_the_session(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The hook that recorded this session denied calls 7 to 10 and had no stop. With the
+    # stop (after 3 refusals in a row) the session would have ended at its 9th call, so
+    # the 10th call and the time up to it would not have been spent.
+    times = _tool_use_times(CLAUDE)
+    assert len(times) == 10
+    [row] = replay(capsys, CLAUDE)["runs"]
+    stop = row["stop"]
+    assert (stop["call"], stop["kind"], stop["tool"]) == (9, "duplicate", "Bash")
+    assert stop["calls_saved"] == 1
+    assert stop["time_saved_s"] == pytest.approx(times[9] - times[8], abs=0.002)
+    assert stop["time_saved_s"] > 0
+    # a stop after 5 refusals never fires: the session makes only 4
+    [row] = replay(capsys, CLAUDE, "--set", "stopAfterDenials=5")["runs"]
+    assert row["stop"] is None
+    # a budget of 3 Bash calls refuses the 4th; the stop follows at the 6th
+    [row] = replay(capsys, CLAUDE, "--set", "toolLimits.Bash=3")["runs"]
+    assert (row["first_budget"]["call"], row["first_budget"]["kind"]) == (4, "budget")
+    assert (row["stop"]["call"], row["stop"]["calls_saved"]) == (6, 4)
+    assert row["stop"]["time_saved_s"] == pytest.approx(times[9] - times[5], abs=0.002)
+
+
+def test_dsh_replay_shows_where_the_stop_would_have_ended_the_agent(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    need_zstandard()
+    import zstandard
+
+    with zstandard.ZstdDecompressor().stream_reader(DSH.open("rb")) as raw:
+        events = [json.loads(line) for line in raw.read().decode().splitlines()]
+    times = [e["time"] / 1000 for e in events if e["type"] == "tool/call"]  # milliseconds
+    assert len(times) == 10
+    [row] = replay(capsys, DSH)["runs"]
+    assert (row["stop"]["call"], row["stop"]["calls_saved"]) == (9, 1)
+    assert row["stop"]["time_saved_s"] == pytest.approx(times[9] - times[8], abs=0.002)

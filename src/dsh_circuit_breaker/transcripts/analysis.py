@@ -54,20 +54,29 @@ def stats_key(call: Call, ignore: frozenset[str]) -> bytes:
 
 @dataclass
 class Denials:
-    """What one breaker did to one agent's calls."""
+    """What one breaker did to one agent's calls: its denials, its first budget denial, and
+    where it would have stopped the agent (`Decision.stop`) with what that stop saves."""
 
     first: dict[str, Any] | None = None
+    budget: dict[str, Any] | None = None  # the first denial of kind "budget"
+    stop: dict[str, Any] | None = None  # the first call that carried `stop`
+    after_stop: int = 0  # calls the agent went on to make after it: what the stop saves
     denied: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
     time_saved: float = 0.0
     timed: bool = True  # every denied call had a time to measure from
     ranges: list[list[int]] = field(default_factory=list)  # [first, last] call numbers
     _open_since: float | None = None
+    _last_after_stop: float | None = None
 
     def add(
         self, number: int, call: Call, decision: Decision, which: str, start: float | None
     ) -> None:
         self._close(call.time)
+        if self.stop is not None:
+            self.after_stop += 1
+            if call.time is not None:
+                self._last_after_stop = call.time
         if decision.allowed:
             return
         kind = decision.kind or "denied"
@@ -78,16 +87,12 @@ class Denials:
         else:
             self.ranges.append([number, number])
         if self.first is None:
-            self.first = {
-                "call": number,
-                "time": call.time,
-                "offset_s": None if call.time is None or start is None else call.time - start,
-                "tool": call.tool,
-                "which": which,
-                "kind": kind,
-                "count": decision.count,
-                "limit": decision.limit,
-            }
+            self.first = _point(number, call, decision, which, start)
+        if kind == "budget" and self.budget is None:
+            self.budget = _point(number, call, decision, which, start)
+        if decision.stop and self.stop is None:
+            self.stop = _point(number, call, decision, which, start)
+            self._last_after_stop = call.time
         if call.time is None:
             self.timed = False
         self._open_since = call.time
@@ -102,6 +107,15 @@ class Denials:
     def finish(self, end: float | None) -> None:
         self._close(end)
 
+    @property
+    def stop_time_saved(self) -> float | None:
+        """The wall time from the stopped call to the agent's last call: the time the run
+        went on for after a stop would have ended it (None without timestamps)."""
+        at: float | None = None if self.stop is None else self.stop["time"]
+        if at is None or self._last_after_stop is None:
+            return None
+        return max(0.0, self._last_after_stop - at)
+
     def first_in(self, first: int, last: int) -> int | None:
         """The first denied call number within [first, last], if any."""
         for lo, hi in self.ranges:
@@ -110,13 +124,39 @@ class Denials:
         return None
 
     def to_json(self) -> dict[str, Any]:
+        stop = None
+        if self.stop is not None:
+            saved = self.stop_time_saved
+            stop = {
+                **self.stop,
+                "calls_saved": self.after_stop,
+                "time_saved_s": None if saved is None else round(saved, 3),
+            }
         return {
             "first_denial": self.first,
             "denied": self.denied,
             "denied_by_kind": dict(self.kinds),
             "calls_saved": self.denied,
             "time_saved_s": round(self.time_saved, 3) if self.denied and self.timed else None,
+            "first_budget": self.budget,
+            "stop": stop,
         }
+
+
+def _point(
+    number: int, call: Call, decision: Decision, which: str, start: float | None
+) -> dict[str, Any]:
+    """Where a report marks a denial: the call, when, and what the breaker said."""
+    return {
+        "call": number,
+        "time": call.time,
+        "offset_s": None if call.time is None or start is None else call.time - start,
+        "tool": call.tool,
+        "which": which,
+        "kind": decision.kind or "denied",
+        "count": decision.count,
+        "limit": decision.limit,
+    }
 
 
 @dataclass
@@ -262,3 +302,35 @@ def runs_of(
         for run in agents.values():
             run.finish()
             yield run
+
+
+@dataclass
+class StopTotals:
+    """Over many runs, for one config: the runs a budget would have refused a call in, and
+    the runs a stop would have ended, with the calls and time that stop saves."""
+
+    runs_with_budget_denial: int = 0
+    runs_stopped: int = 0
+    calls_saved: int = 0
+    time_saved: float = 0.0
+    timed: int = 0  # stopped runs with timestamps to measure the time from
+
+    def add(self, track: Denials) -> None:
+        if track.budget is not None:
+            self.runs_with_budget_denial += 1
+        if track.stop is None:
+            return
+        self.runs_stopped += 1
+        self.calls_saved += track.after_stop
+        saved = track.stop_time_saved
+        if saved is not None:
+            self.time_saved += saved
+            self.timed += 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runs_with_budget_denial": self.runs_with_budget_denial,
+            "runs_stopped": self.runs_stopped,
+            "stop_calls_saved": self.calls_saved,
+            "stop_time_saved_s": round(self.time_saved, 3) if self.timed else None,
+        }

@@ -1,4 +1,6 @@
-"""`dsh-circuit-breaker analyze PATH...`: per run and in total, what the agents did."""
+"""`dsh-circuit-breaker analyze PATH...`: per run and in total, what the agents did, and
+where the breaker (its defaults, or --config/--set) would have stopped them or refused a
+call for a budget."""
 
 from __future__ import annotations
 
@@ -7,15 +9,19 @@ import sys
 from typing import Any
 
 from ..display import plural
-from .analysis import AgentRun, runs_of
+from .analysis import AgentRun, StopTotals, runs_of
+from .cmd_replay import replay_row
 from .model import Problems
 from .options import (
+    add_config_arguments,
     add_input_arguments,
+    config_or_exit,
     inputs_or_exit,
     pipe_safe,
     refuse_option,
     seconds,
     skipped,
+    stop_text,
     transcripts,
 )
 from .output import JsonReport, Table
@@ -23,6 +29,7 @@ from .output import JsonReport, Table
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser)
+    add_config_arguments(parser)
     refuse_option(parser, "--html", "replay")
 
 
@@ -36,8 +43,10 @@ class Totals:
         self.timed_runs = 0
         self.worst: dict[str, Any] | None = None
         self.streak: dict[str, Any] | None = None
+        self.stops = StopTotals()
 
     def add(self, run: AgentRun) -> None:
+        self.stops.add(run.tracks[0])
         self.runs += 1
         self.calls += run.calls
         self.distinct += len(run.counts)
@@ -62,6 +71,7 @@ class Totals:
             "runs_with_duration": self.timed_runs,
             "worst_repeat": self.worst,
             "longest_streak": self.streak,
+            **self.stops.to_json(),
         }
 
 
@@ -72,25 +82,37 @@ COLUMNS = [
     ("DIST", 6, ">"),
     ("FAIL", 5, ">"),
     ("STREAK", 6, ">"),
+    ("STOP", 6, ">"),
     ("WORST REPEAT", 60, "<"),
 ]
+BUDGET_COLUMN = ("BUDGET", 6, ">")  # shown when the config has toolLimits
 
 
 @pipe_safe
 def run(args: argparse.Namespace) -> int:
-    if not inputs_or_exit(args):
+    configs = config_or_exit(args)
+    if configs is None or not inputs_or_exit(args):
         return 2
+    config = configs.default
     out = sys.stdout
     problems = Problems(stream=sys.stderr)
     totals = Totals()
-    report = JsonReport(out, "analyze", {}) if args.json else None
-    table = None if report else Table(out, COLUMNS)
-    for agent_run in runs_of(transcripts(args, problems), [], show_args=args.show_args):
+    report = JsonReport(out, "analyze", {"config": config.to_mapping()}) if args.json else None
+    budgets = configs.budgets
+    columns = [*COLUMNS[:-1], BUDGET_COLUMN, COLUMNS[-1]] if budgets else COLUMNS
+    table = None if report else Table(out, columns)
+    runs = runs_of(
+        transcripts(args, problems),
+        lambda fmt: [configs.of(fmt)],
+        stats_config=config,
+        show_args=args.show_args,
+    )
+    for agent_run in runs:
         totals.add(agent_run)
         if report is not None:
-            report.run(agent_run.to_json())
+            report.run(row_json(agent_run))
         elif table is not None:
-            table.row(row_cells(agent_run))
+            table.row(row_cells(agent_run, budgets))
     if report is not None:
         report.close({"total": totals.to_json(), "problems": problems.to_json()})
     else:
@@ -106,22 +128,36 @@ def run(args: argparse.Namespace) -> int:
         if totals.streak:
             s = totals.streak
             print(f"longest back-to-back run: {s['length']}x {s['call']} in {s['run']}")
+        print(stop_text(config, t))
         if problems.count:
             print(f"{skipped(problems.count)} (listed on stderr)")
     return 0
 
 
-def row_cells(agent_run: AgentRun) -> list[str]:
+def row_json(agent_run: AgentRun) -> dict[str, Any]:
+    """The run's figures, and where the breaker would have refused a call for a budget and
+    stopped the agent (as `replay` reports them)."""
+    row = agent_run.to_json()
+    breaker = replay_row(agent_run)
+    row["first_budget"], row["stop"] = breaker["first_budget"], breaker["stop"]
+    return row
+
+
+def row_cells(agent_run: AgentRun, budgets: bool) -> list[str]:
     label = agent_run.transcript.label
     if agent_run.agent not in label and agent_run.agent != label and "/" in agent_run.agent:
         label = f"{label} [{agent_run.agent.rsplit('/', 1)[-1]}]"  # a subagent of this session
     worst = agent_run.worst()
-    return [
+    track = agent_run.tracks[0]
+    cells = [
         label,
         seconds(agent_run.duration),
         str(agent_run.calls),
         str(len(agent_run.counts)),
         str(agent_run.failed),
         str(agent_run.streak[0]),
-        "-" if worst is None else f"{worst[1]}x {worst[0]}",
+        "-" if track.stop is None else f"#{track.stop['call']}",
     ]
+    if budgets:
+        cells.append("-" if track.budget is None else f"#{track.budget['call']}")
+    return [*cells, "-" if worst is None else f"{worst[1]}x {worst[0]}"]

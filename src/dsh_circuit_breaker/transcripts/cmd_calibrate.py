@@ -5,11 +5,18 @@ Every run is replayed through the real breaker once per config: the current one 
 *loops* when one identical call is repeated back to back at least --loop-streak times;
 a loop is *stopped* when the breaker denies a call inside that streak. A denied run with
 no such streak is listed as a possible false positive, for a person to look at.
+
+A second grid, over stopAfterDenials (--stop-after) and the budgets given with --tool-limit,
+each on top of the current config, shows the stops: a loop is *ended* when the stop falls
+inside its streak; a run stopped anywhere else is listed as a possible false stop. A stop
+saves the calls the agent went on to make after it, and the time to its last call.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,7 +24,7 @@ from typing import Any
 
 from ..config import Config, ConfigError
 from ..display import plural
-from .analysis import AgentRun, runs_of
+from .analysis import AgentRun, StopTotals, runs_of
 from .model import Problems
 from .options import (
     add_config_arguments,
@@ -49,6 +56,13 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+def _budget(text: str) -> tuple[str, list[int]]:
+    pattern, sep, limits = text.rpartition("=")
+    if not sep or not pattern:
+        raise argparse.ArgumentTypeError(f"expected PATTERN=N,N (web_search=8,12), got {text!r}")
+    return pattern, _ints(limits)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser)
     add_config_arguments(parser)
@@ -61,6 +75,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--windows", type=_ints, default=[50, 200], metavar="N,N", help="window values to try"
+    )
+    parser.add_argument(
+        "--stop-after",
+        type=_ints,
+        default=[1, 2, 3, 4, 5, 6],
+        metavar="N,N",
+        help="stopAfterDenials values to try, over the current config",
+    )
+    parser.add_argument(
+        "--tool-limit",
+        type=_budget,
+        action="append",
+        default=[],
+        metavar="PATTERN=N,N",
+        help="toolLimits entries to try with each --stop-after value (repeatable: every "
+        "combination is tried)",
     )
     parser.add_argument(
         "--loop-streak",
@@ -92,9 +122,15 @@ class Outcome:
     by_format: dict[str, Counter[str]] = field(default_factory=dict)
     non_loop_runs: list[dict[str, Any]] = field(default_factory=list)
     loop_runs: list[dict[str, Any]] = field(default_factory=list)
+    stops: StopTotals = field(default_factory=StopTotals)
+    loops_ended: int = 0  # loops whose streak holds the stop
+    stop_at: Counter[int] = field(default_factory=Counter)  # calls from a loop's start
+    non_loop_stopped: list[dict[str, Any]] = field(default_factory=list)
+    non_loop_stopped_count: int = 0
 
     def add(self, run: AgentRun, index: int, loop: tuple[int, int] | None) -> None:
         track = run.tracks[index]
+        self._add_stop(run, index, loop)
         fmt = self.by_format.setdefault(run.transcript.format, Counter())
         self.runs += 1
         fmt["runs"] += 1
@@ -140,16 +176,32 @@ class Outcome:
                     }
                 )
 
+    def _add_stop(self, run: AgentRun, index: int, loop: tuple[int, int] | None) -> None:
+        track = run.tracks[index]
+        self.stops.add(track)
+        if track.stop is None:
+            return
+        at = track.stop["call"]
+        if loop is not None and loop[0] <= at <= loop[1]:
+            self.loops_ended += 1
+            self.stop_at[at - loop[0] + 1] += 1
+            return
+        self.non_loop_stopped_count += 1
+        if len(self.non_loop_stopped) < LISTED:
+            self.non_loop_stopped.append(
+                {
+                    "run": run.transcript.label,
+                    "agent": run.agent,
+                    "format": run.transcript.format,
+                    "stop_call": at,
+                    "which": track.stop["which"],
+                    "kind": track.stop["kind"],
+                    "calls_saved": track.after_stop,
+                }
+            )
+
     def median_stop(self) -> int | None:
-        total = sum(self.stop_after.values())
-        if not total:
-            return None
-        seen = 0
-        for after in sorted(self.stop_after):
-            seen += self.stop_after[after]
-            if seen * 2 >= total:
-                return after
-        return None
+        return _median(self.stop_after)
 
     def to_json(self, detail: bool) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -166,16 +218,36 @@ class Outcome:
             "loop_calls_saved": self.loop_calls_saved,
             "non_loop_runs_denied": self.non_loop_denied,
             "by_format": {k: dict(v) for k, v in sorted(self.by_format.items())},
+            **self.stops.to_json(),
+            "loops_ended_by_stop": self.loops_ended,
+            "stop_at_median": _median(self.stop_at),
+            "stop_at_max": max(self.stop_at) if self.stop_at else None,
+            "non_loop_runs_stopped": self.non_loop_stopped_count,
         }
         if detail:
             out["loop_runs"] = self.loop_runs
             out["non_loop_runs_denied_list"] = self.non_loop_runs
+            out["non_loop_runs_stopped_list"] = self.non_loop_stopped
         return out
+
+
+def _median(counts: Counter[int]) -> int | None:
+    total = sum(counts.values())
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen * 2 >= total:
+            return value
+    return None
+
+
+def _key(config: Config) -> str:
+    return json.dumps(config_summary(config), sort_keys=True)
 
 
 def grid(current: Config, limits: list[int], windows: list[int]) -> list[Config]:
     configs = [current]
-    seen = {tuple(config_summary(current).values())}
+    seen = {_key(current)}
     for reset in (True, False):
         for window in windows:
             for limit in limits:
@@ -186,10 +258,28 @@ def grid(current: Config, limits: list[int], windows: list[int]) -> list[Config]
                     )
                 except ConfigError:
                     continue  # a window smaller than the limit: not a config anyone can use
-                key = tuple(config_summary(config).values())
+                key = _key(config)
                 if key not in seen:
                     seen.add(key)
                     configs.append(config)
+    return configs
+
+
+def stop_grid(
+    current: Config, stops: list[int], budgets: list[tuple[str, list[int]]]
+) -> list[Config]:
+    """Every stopAfterDenials value with every combination of the budgets to try, each on
+    top of the current config; the current config itself left out (the first grid has it)."""
+    configs, seen = [], {_key(current)}
+    patterns = [pattern for pattern, _ in budgets]
+    for after in stops:
+        for limits in itertools.product(*(values for _, values in budgets)):
+            tool_limits = {**current.tool_limits, **dict(zip(patterns, limits, strict=True))}
+            config = current.replace(stop_after_denials=after, tool_limits=tool_limits)
+            key = _key(config)
+            if key not in seen:
+                seen.add(key)
+                configs.append(config)
     return configs
 
 
@@ -204,6 +294,16 @@ COLUMNS = [
     ("CALLS DENIED", 12, ">"),
     ("TIME SAVED", 10, ">"),
 ]
+STOP_COLUMNS = [
+    ("STOP AFTER DENIALS", 18, ">"),
+    ("STOPPED RUNS", 12, ">"),
+    ("NO-LOOP STOPPED", 15, ">"),
+    ("LOOPS ENDED", 11, ">"),
+    ("STOP AT", 7, ">"),
+    ("CALLS SAVED", 11, ">"),
+    ("TIME SAVED", 10, ">"),
+]
+BUDGET_COLUMNS = [("BUDGET RUNS", 11, ">"), ("TOOL LIMITS", 60, "<")]  # with toolLimits
 
 
 @pipe_safe
@@ -214,16 +314,22 @@ def run(args: argparse.Namespace) -> int:
     current = configs.default
     grids: dict[str, list[Config]] = {}
 
+    def both_grids(config: Config) -> list[Config]:
+        return grid(config, args.limits, args.windows) + stop_grid(
+            config, args.stop_after, args.tool_limit
+        )
+
     def grid_for(fmt: str) -> list[Config]:
         # The same grid for every format; only the exempt list its harness starts from differs.
         found = grids.get(fmt)
         if found is None:
-            found = grids[fmt] = grid(configs.of(fmt), args.limits, args.windows)
+            found = grids[fmt] = both_grids(configs.of(fmt))
         return found
 
     progress = Progress("calibrate", sys.stderr)
     problems = Problems(stream=progress)
-    outcomes = [Outcome(config) for config in grid(current, args.limits, args.windows)]
+    outcomes = [Outcome(config) for config in both_grids(current)]
+    first = len(grid(current, args.limits, args.windows))  # where the stop grid begins
     report = (
         JsonReport(sys.stdout, "calibrate", {"loop_streak": args.loop_streak})
         if args.json
@@ -238,6 +344,7 @@ def run(args: argparse.Namespace) -> int:
             if report is not None and args.runs:
                 row = agent_run.to_json()
                 row["denied"] = [track.denied for track in agent_run.tracks]
+                row["stopped_at"] = [t.stop and t.stop["call"] for t in agent_run.tracks]
                 report.run(row)
     finally:
         progress.done()
@@ -245,16 +352,20 @@ def run(args: argparse.Namespace) -> int:
         report.close(
             {
                 "current": outcomes[0].to_json(detail=True),
-                "grid": [o.to_json(detail=False) for o in outcomes[1:]],
+                "grid": [o.to_json(detail=False) for o in outcomes[1:first]],
+                "stop_grid": [o.to_json(detail=True) for o in outcomes[first:]],
                 "problems": problems.to_json(),
             }
         )
         return 0
-    _print(outcomes, args.loop_streak, problems)
+    _print(outcomes[:first], args.loop_streak)
+    _print_stops([outcomes[0], *outcomes[first:]])
+    if problems.count:
+        print(f"\n{skipped(problems.count)} (listed on stderr)")
     return 0
 
 
-def _print(outcomes: list[Outcome], streak: int, problems: Problems) -> None:
+def _print(outcomes: list[Outcome], streak: int) -> None:
     head = outcomes[0]
     print(
         f"{plural(head.runs, 'run')}; {head.loops} with a loop "
@@ -300,5 +411,38 @@ def _print(outcomes: list[Outcome], streak: int, problems: Problems) -> None:
                 f"  limit {c.duplicate_limit:>3} window {c.window:>4} reset "
                 f"{str(c.reset_on_new_call).lower():<5}: " + ", ".join(parts)
             )
-    if problems.count:
-        print(f"\n{skipped(problems.count)} (listed on stderr)")
+
+
+def _print_stops(outcomes: list[Outcome]) -> None:
+    """The stop grid: the current config first, then each stopAfterDenials (and budgets)."""
+    budgets = any(o.config.tool_limits for o in outcomes)
+    print(
+        "\nStops over the current config, for each stopAfterDenials"
+        + (" and toolLimits" if budgets else "")
+        + ". First row: the current config.\n"
+    )
+    table = Table(sys.stdout, STOP_COLUMNS + BUDGET_COLUMNS if budgets else STOP_COLUMNS)
+    for outcome in outcomes:
+        stops = outcome.stops
+        median = _median(outcome.stop_at)
+        cells = [
+            str(outcome.config.stop_after_denials),
+            str(stops.runs_stopped),
+            str(outcome.non_loop_stopped_count),
+            f"{outcome.loops_ended}/{outcome.loops}",
+            "-" if median is None else f"{median}/{max(outcome.stop_at)}",
+            str(stops.calls_saved),
+            seconds(stops.time_saved if stops.timed else None),
+        ]
+        if budgets:
+            limits = outcome.config.tool_limits.items()
+            text = " ".join(f"{pattern}={limit}" for pattern, limit in limits) or "-"
+            cells += [str(stops.runs_with_budget_denial), text]
+        table.row(cells)
+    print(
+        "\nNO-LOOP STOPPED: runs stopped outside a back-to-back loop (possible false stops; "
+        "--json lists them). LOOPS ENDED: loops with the stop inside them. STOP AT: calls from "
+        "a loop's start to the stop, median/max. CALLS SAVED: calls the agents made after the "
+        "stop; TIME SAVED: from the stop to the agent's last call."
+        + (" BUDGET RUNS: runs with a call refused by a budget." if budgets else "")
+    )

@@ -1,6 +1,8 @@
 """`dsh-circuit-breaker replay PATH...`: every run through the real breaker, as if it had
 been installed: where it would first have denied a call, how many calls it would have
-denied, and the calls and time that would have saved."""
+denied, and the calls and time that would have saved; where a budget would first have
+refused a call, and where a stop would have ended the agent, with the calls it went on to
+make after that and their time."""
 
 from __future__ import annotations
 
@@ -12,19 +14,21 @@ from typing import Any
 
 from ..config import Config
 from ..display import plural
-from .analysis import AgentRun, runs_of
+from .analysis import AgentRun, Denials, StopTotals, runs_of
 from .html import RunPicture, page
 from .model import Problems
 from .options import (
     add_config_arguments,
     add_input_arguments,
     config_or_exit,
-    config_summary,
+    config_text,
     inputs_or_exit,
     iso,
     pipe_safe,
     seconds,
     skipped,
+    stop_text,
+    time_text,
     transcripts,
 )
 from .output import JsonReport, Table
@@ -50,8 +54,10 @@ class ReplayTotals:
         self.kinds: Counter[str] = Counter()
         self.time_saved = 0.0
         self.timed = 0
+        self.stops = StopTotals()
 
-    def add(self, row: dict[str, Any]) -> None:
+    def add(self, row: dict[str, Any], track: Denials) -> None:
+        self.stops.add(track)
         self.runs += 1
         self.calls += row["calls"]
         if row["first_denial"]:
@@ -71,19 +77,22 @@ class ReplayTotals:
             "denied_by_kind": dict(self.kinds),
             "calls_saved": self.denied,
             "time_saved_s": round(self.time_saved, 3) if self.timed else None,
+            **self.stops.to_json(),
         }
 
 
 def replay_row(run: AgentRun) -> dict[str, Any]:
+    """A run's figures and what the breaker did to it, times as in the other reports."""
     row = run.to_json()
     row.update(run.tracks[0].to_json())
-    first = row["first_denial"]
-    if first is not None:
-        first = dict(first)
-        first["time"] = iso(first["time"])
-        if first["offset_s"] is not None:
-            first["offset_s"] = round(first["offset_s"], 3)
-        row["first_denial"] = first
+    for name in ("first_denial", "first_budget", "stop"):
+        point = row[name]
+        if point is not None:
+            point = dict(point)
+            point["time"] = iso(point["time"])
+            if point["offset_s"] is not None:
+                point["offset_s"] = round(point["offset_s"], 3)
+            row[name] = point
     return row
 
 
@@ -92,8 +101,11 @@ COLUMNS = [
     ("CALLS", 6, ">"),
     ("DENIED", 6, ">"),
     ("SAVED", 7, ">"),
+    ("STOP", 6, ">"),
+    ("AFTER STOP", 11, ">"),
     ("FIRST DENIAL", 70, "<"),
 ]
+BUDGET_COLUMN = ("BUDGET", 6, ">")  # shown when a config has toolLimits
 
 
 @pipe_safe
@@ -106,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
     problems = Problems(stream=sys.stderr)
     totals = ReplayTotals()
     report = JsonReport(out, "replay", {"config": config.to_mapping()}) if args.json else None
-    table = None if report else Table(out, COLUMNS)
+    budgets = configs.budgets
+    columns = [*COLUMNS[:-1], BUDGET_COLUMN, COLUMNS[-1]] if budgets else COLUMNS
+    table = None if report else Table(out, columns)
     html = _HtmlCollector(config) if args.html else None
     runs = runs_of(
         transcripts(args, problems),
@@ -117,13 +131,13 @@ def run(args: argparse.Namespace) -> int:
     )
     for agent_run in runs:
         row = replay_row(agent_run)
-        totals.add(row)
+        totals.add(row, agent_run.tracks[0])
         if html is not None:
             html.add(agent_run, row)
         if report is not None:
             report.run(row)
         elif table is not None:
-            table.row(_cells(row))
+            table.row(_cells(row, budgets))
     summary = totals.to_json()
     written = html is None or html.write(args.html, args.paths, summary)
     if report is not None:
@@ -131,12 +145,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(
             f"\n{plural(summary['runs'], 'run')}, {plural(summary['calls'], 'tool call')}. With "
-            f"{_config_text(config)}: {plural(summary['runs_with_denial'], 'run')} "
+            f"{config_text(config)}: {plural(summary['runs_with_denial'], 'run')} "
             f"would have had a call denied; {plural(summary['denied'], 'call')} denied "
             f"({_kinds(summary['denied_by_kind'])}), "
             f"saving {plural(summary['calls_saved'], 'call')}"
-            f"{_time_text(summary['time_saved_s'])}."
+            f"{time_text(summary['time_saved_s'])}."
         )
+        print(stop_text(config, summary))
         if problems.count:
             print(f"{skipped(problems.count)} (listed on stderr)")
         if args.html and written:
@@ -158,7 +173,7 @@ def _cannot_write(path: str, exc: OSError) -> None:
     print(f"dsh-circuit-breaker: cannot write --html {path}: {exc.strerror}", file=sys.stderr)
 
 
-def _cells(row: dict[str, Any]) -> list[str]:
+def _cells(row: dict[str, Any], budgets: bool) -> list[str]:
     first = row["first_denial"]
     text = "-"
     if first:
@@ -168,22 +183,21 @@ def _cells(row: dict[str, Any]) -> list[str]:
     agent = str(row["agent"])
     if "/" in agent and agent.rsplit("/", 1)[-1] not in label:
         label = f"{label} [{agent.rsplit('/', 1)[-1]}]"
-    return [label, str(row["calls"]), str(row["denied"]), seconds(row["time_saved_s"]), text]
+    stop, budget = row["stop"], row["first_budget"]
+    cells = [label, str(row["calls"]), str(row["denied"]), seconds(row["time_saved_s"])]
+    cells += [f"#{stop['call']}", after_stop(stop)] if stop else ["-", "-"]
+    if budgets:
+        cells.append(f"#{budget['call']}" if budget else "-")
+    return [*cells, text]
 
 
-def _time_text(value: float | None) -> str:
-    return " (no timestamps to measure time)" if value is None else f" and {seconds(value)}"
+def after_stop(stop: dict[str, Any]) -> str:
+    """`85 / 55.2s`: the calls made after a stop and their time (`-` without timestamps)."""
+    return f"{stop['calls_saved']} / {seconds(stop['time_saved_s'])}"
 
 
 def _kinds(kinds: dict[str, int]) -> str:
     return ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none"
-
-
-def _config_text(config: Config) -> str:
-    return ", ".join(
-        f"{k}={str(v).lower() if isinstance(v, bool) else v}"
-        for k, v in config_summary(config).items()
-    )
 
 
 class _HtmlCollector:
@@ -216,7 +230,7 @@ class _HtmlCollector:
 
     def _picture(self, run: AgentRun, row: dict[str, Any]) -> RunPicture:
         tools: Counter[str] = Counter(p[3] for p in run.timeline)
-        first = run.tracks[0].first
+        track = run.tracks[0]
         return RunPicture(
             label=run.transcript.label,
             row=row,
@@ -224,15 +238,17 @@ class _HtmlCollector:
             cut=run.timeline_cut,
             start=run.transcript.start,
             limit=self.config.duplicate_limit,
-            first_denial=None if first is None else first["call"],
+            first_denial=None if track.first is None else track.first["call"],
             tools=dict(tools),
+            first_budget=None if track.budget is None else track.budget["call"],
+            stop=None if track.stop is None else track.stop["call"],
         )
 
     def write(self, path: str, inputs: list[str], totals: dict[str, Any]) -> bool:
         names = ", ".join(os.path.basename(os.path.normpath(p)) or p for p in inputs)
         text = page(
             f"Circuit breaker replay: {names}",
-            config_summary(self.config),
+            config_text(self.config),
             totals,
             self.rows,
             self.rows_left_out,

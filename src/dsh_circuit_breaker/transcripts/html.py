@@ -4,7 +4,8 @@ Each run gets a timeline: calls left to right (by time where the transcript has
 timestamps, else by call number), each call drawn at the height of how many times that
 identical call has been made so far in the run. Healthy work stays near the floor; a loop is a
 ramp climbing past the dashed limit line, and every call the breaker would have denied
-is a red cross.
+is a red cross. Lines mark the first denial, the first budget denial and the stop; the calls
+after the stop, which a stop saves, are shaded.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class RunPicture:
     limit: int
     first_denial: int | None
     tools: dict[str, int] = field(default_factory=dict)
+    first_budget: int | None = None
+    stop: int | None = None
 
 
 def timeline_svg(pic: RunPicture) -> str:
@@ -95,29 +98,42 @@ def timeline_svg(pic: RunPicture) -> str:
         y = sy(pic.limit)
         out.append(_line(LEFT, y, LEFT + plot_w, y, "limit"))
         out.append(_text(LEFT + plot_w - 2, y - 3, f"duplicateLimit {pic.limit}", "tick", "end"))
-    if pic.first_denial is not None:
-        for x, p in zip(xs, points, strict=True):
-            if p[0] == pic.first_denial:
-                out.append(_line(sx(x), TOP, sx(x), bottom, "first"))
-                out.append(
-                    _text(sx(x) + 3, TOP + 10, f"first denial: call #{p[0]}", "tick", "start")
-                )
-                break
+    at = {p[0]: sx(x) for x, p in zip(xs, points, strict=True)}
+    if pic.stop in at:
+        x = at[pic.stop]
+        out.append(
+            f'<rect x="{x:.1f}" y="{TOP}" width="{LEFT + plot_w - x:.1f}" height="{plot_h}" '
+            'class="saved"/>'
+        )
+    marks = (
+        (pic.first_denial, "first", "first denial"),
+        (pic.first_budget, "budget", "first budget denial"),
+        (pic.stop, "stop", "stop"),
+    )
+    for row, (number, cls, name) in enumerate(marks):
+        if number in at:
+            out.append(_line(at[number], TOP, at[number], bottom, cls))
+            y = TOP + 10 + 12 * row
+            out.append(_text(at[number] + 3, y, f"{name}: call #{number}", "tick", "start"))
     titles = len(points) <= 3000
     for x, (number, _, copies, tool, denied) in zip(xs, points, strict=True):
         cx, cy = sx(x), sy(copies)
+        after = ' opacity=".45"' if pic.stop is not None and number > pic.stop else ""
         tip = ""
         if titles:
             verdict = " DENIED" if denied else ""
+            verdict += " STOP" if number == pic.stop else " (after the stop)" if after else ""
             tip = f"<title>#{number} {escape(tool)} (made {copies}x){verdict}</title>"
         if denied:
             d = 3.2
             cross = f"M{cx - d:.1f} {cy - d:.1f}L{cx + d:.1f} {cy + d:.1f}"
             cross += f"M{cx - d:.1f} {cy + d:.1f}L{cx + d:.1f} {cy - d:.1f}"
-            out.append(f'<path d="{cross}" class="denied">{tip}</path>')
+            out.append(f'<path d="{cross}" class="denied"{after}>{tip}</path>')
         else:
             color = PALETTE[order.get(tool, 0) % len(PALETTE)]
-            out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.6" fill="{color}">{tip}</circle>')
+            out.append(
+                f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.6" fill="{color}"{after}>{tip}</circle>'
+            )
     out.append("</svg>")
     legend = []
     for tool, i in sorted(order.items(), key=lambda kv: kv[1])[: len(PALETTE)]:
@@ -125,6 +141,8 @@ def timeline_svg(pic: RunPicture) -> str:
         legend.append(f"<span>{dot}{escape(tool)} ({pic.tools[tool]})</span>")
     if any(p[4] for p in points):
         legend.append(f'<span><b style="color:{DENIED}">&#x2715;</b> denied</span>')
+    if pic.stop in at:
+        legend.append('<span><i class="saved"></i>after the stop (saved)</span>')
     note = '<p class="note">timeline cut after its first calls</p>' if pic.cut else ""
     return "".join(out) + f'<div class="legend">{"".join(legend)}</div>{note}'
 
@@ -168,6 +186,8 @@ th:first-child,td:first-child{text-align:left} tr.hit td{background:#fff3f2}
 .facts{color:#444;margin:2px 0 6px} .plot{fill:#fafafa;stroke:#ddd}
 .axis{stroke:#999} .tick{font-size:10px;fill:#666} .label{font-size:11px;fill:#444}
 .limit{stroke:#d62728;stroke-dasharray:5 4;opacity:.7} .first{stroke:#d62728;opacity:.5}
+.budget{stroke:#f28e2b;opacity:.8} .stop{stroke:#000;stroke-width:1.5;opacity:.7}
+.saved{fill:#d62728;opacity:.07} .legend i.saved{border-radius:0;opacity:.3;background:#d62728}
 .denied{stroke:#d62728;stroke-width:1.6;fill:none}
 .legend{font-size:12px;color:#444;margin:2px 0 0 46px} .legend span{margin-right:14px}
 .legend i{display:inline-block;width:9px;height:9px;border-radius:50%;margin-right:4px}
@@ -178,7 +198,7 @@ details{margin-top:28px} summary{cursor:pointer;font-weight:600}
 
 def page(
     title: str,
-    config: dict[str, Any],
+    config: str,
     totals: dict[str, Any],
     rows: list[dict[str, Any]],
     rows_left_out: int,
@@ -186,16 +206,25 @@ def page(
     pictures_left_out: int,
 ) -> str:
     """The whole page: the totals, the runs with a denial (most calls denied first) with
-    their timelines, then the runs without one, folded away, and a table of every run."""
-    cfg = ", ".join(f"{k}={_value(v)}" for k, v in config.items())
+    their timelines, then the runs without one, folded away, and a table of every run.
+    `config` is the config as `options.config_text` writes it."""
     denied_runs = totals.get("runs_with_denial", 0)
+    stopped = totals.get("runs_stopped", 0)
+    stops = (
+        f"; {plural(stopped, 'run')} stopped, saving the "
+        f"{plural(totals['stop_calls_saved'], 'call')} made after the stop"
+        f"{_saved(totals.get('stop_time_saved_s'), ' and')}"
+        if stopped
+        else ""
+    )
     head = (
         f"<h1>{escape(title)}</h1>"
         f'<p class="sub">{plural(totals["runs"], "run")}, '
         f"{plural(totals['calls'], 'tool call')}; "
         f"{plural(denied_runs, 'run')} would have had a call denied, "
         f"{plural(totals['denied'], 'call')} denied in all"
-        f'{_saved(totals.get("time_saved_s"))}.<br><span class="cfg">{escape(cfg)}</span></p>'
+        f"{_saved(totals.get('time_saved_s'))}{stops}."
+        f'<br><span class="cfg">{escape(config)}</span></p>'
     )
     hits = sorted((row for row in rows if row.get("first_denial")), key=most_denied)
     table = []
@@ -251,6 +280,15 @@ def _section(pic: RunPicture) -> str:
         )
     else:
         facts += "; nothing denied"
+    budget, stop = row.get("first_budget"), row.get("stop")
+    if budget:
+        facts += f"; first budget denial at call #{budget['call']} ({escape(budget['which'])})"
+    if stop:
+        facts += (
+            f"; stopped at call #{stop['call']}, saving the "
+            f"{plural(stop['calls_saved'], 'call')} made after it"
+            f"{_saved(stop['time_saved_s'], ' and')}"
+        )
     heading = f"<h2>{escape(pic.label)}{_agent(row)}</h2>"
     return f'{heading}<p class="facts">{facts}</p>{timeline_svg(pic)}'
 
@@ -258,16 +296,20 @@ def _section(pic: RunPicture) -> str:
 def _table(rows: list[dict[str, Any]]) -> str:
     out = [
         "<table><tr><th>run</th><th>calls</th><th>denied</th><th>first denial</th>"
-        "<th>kind</th><th>time saved</th></tr>"
+        "<th>kind</th><th>time saved</th><th>stop</th><th>calls after it</th>"
+        "<th>their time</th></tr>"
     ]
     for row in rows:
-        first = row.get("first_denial")
+        first, stop = row.get("first_denial"), row.get("stop")
         cls = ' class="hit"' if first else ""
         out.append(
             f"<tr{cls}><td>{escape(row['run'])}{_agent(row)}</td><td>{row['calls']}</td>"
             f"<td>{row['denied']}</td><td>{'#' + str(first['call']) if first else '-'}</td>"
             f"<td>{escape(first['kind']) if first else '-'}</td>"
-            f"<td>{seconds(row.get('time_saved_s'))}</td></tr>"
+            f"<td>{seconds(row.get('time_saved_s'))}</td>"
+            f"<td>{'#' + str(stop['call']) if stop else '-'}</td>"
+            f"<td>{stop['calls_saved'] if stop else '-'}</td>"
+            f"<td>{seconds(stop['time_saved_s']) if stop else '-'}</td></tr>"
         )
     out.append("</table>")
     return "".join(out)
@@ -280,11 +322,5 @@ def _agent(row: dict[str, Any]) -> str:
     return ""
 
 
-def _saved(value: float | None) -> str:
-    return "" if not value else f", saving {seconds(value)}"
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
+def _saved(value: float | None, lead: str = ", saving") -> str:
+    return "" if not value else f"{lead} {seconds(value)}"

@@ -80,7 +80,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override one config key; VALUE is read as JSON when it parses "
-        "(--set duplicateLimit=4 --set 'exempt=[\"TodoWrite\"]'), else as a string",
+        "(--set duplicateLimit=4 --set 'exempt=[\"TodoWrite\"]'), else as a string; "
+        "--set toolLimits.PATTERN=N sets one budget (--set toolLimits.web_search=12)",
     )
 
 
@@ -117,7 +118,7 @@ class ReplayConfig:
     """
 
     def __init__(self, path: str | None, overrides: list[str]) -> None:
-        values = dict(parse_override(text) for text in overrides)
+        values = [parse_override(text) for text in overrides]
         built: dict[str | None, Config] = {}
         self._by_format: dict[str | None, Config] = {}
         for fmt in (None, *FORMATS):
@@ -130,12 +131,38 @@ class ReplayConfig:
     def of(self, fmt: str) -> Config:
         return self._by_format.get(fmt, self.default)
 
+    @property
+    def budgets(self) -> bool:
+        """Whether any format's config has toolLimits (a report then shows budgets)."""
+        return any(config.tool_limits for config in self._by_format.values())
 
-def _build(base: Config, path: str | None, values: dict[str, Any]) -> Config:
+
+def _build(base: Config, path: str | None, overrides: list[tuple[str, Any]]) -> Config:
     config = _load_file(path, base) if path else base
-    if values:
-        config = Config.from_mapping(values, base=config)
+    if overrides:
+        config = Config.from_mapping(_merged(overrides, config), base=config)
     return config.replace(incident_log=None)
+
+
+BUDGETS = "toolLimits"
+
+
+def _merged(overrides: list[tuple[str, Any]], config: Config) -> dict[str, Any]:
+    """The --set values, a later one winning. `toolLimits.PATTERN=N` sets one entry of
+    toolLimits, kept beside the entries the file or an earlier --set gave; the whole
+    mapping is validated with the rest, so a bad limit names the key as any other."""
+    values: dict[str, Any] = {}
+    for key, value in overrides:
+        head, dot, pattern = key.partition(".")
+        if not dot or head not in (BUDGETS, "tool_limits"):
+            values[key] = value
+            continue
+        if not pattern:
+            raise ConfigError(f"--set {key}=...: expected {BUDGETS}.PATTERN=N")
+        head = "tool_limits" if "tool_limits" in values else BUDGETS  # either spelling
+        limits = values.get(head, config.tool_limits)
+        values[head] = {**limits, pattern: value} if isinstance(limits, dict) else limits
+    return values
 
 
 def _load_file(path: str, base: Config) -> Config:
@@ -200,4 +227,48 @@ def config_summary(config: Config) -> dict[str, Any]:
         "window": config.window,
         "resetOnNewCall": config.reset_on_new_call,
         "maxCallsPerAgent": config.max_calls_per_agent,
+        "stopAfterDenials": config.stop_after_denials,
+        BUDGETS: dict(config.tool_limits),
     }
+
+
+def config_text(config: Config) -> str:
+    """`duplicateLimit=6, ..., toolLimits.web_search=12`: the summary as --set would take it."""
+    parts = []
+    for key, value in config_summary(config).items():
+        if isinstance(value, dict):
+            parts.append(budgets_text(config) if value else "")
+        else:
+            parts.append(f"{key}={str(value).lower() if isinstance(value, bool) else value}")
+    return ", ".join(part for part in parts if part)
+
+
+def budgets_text(config: Config) -> str:
+    """`toolLimits.web_search=12, toolLimits.mcp__*=50`, or `-` without budgets."""
+    limits = config.tool_limits
+    return ", ".join(f"{BUDGETS}.{p}={n}" for p, n in limits.items()) or "-"
+
+
+def stop_text(config: Config, totals: dict[str, Any]) -> str:
+    """The summaries' line on stops and budgets, from `StopTotals.to_json()`."""
+    after = config.stop_after_denials
+    text = "stopAfterDenials=0: no run is stopped."
+    if after:
+        runs, saved = totals["runs_stopped"], totals["stop_time_saved_s"]
+        text = (
+            f"A stop after {plural(after, 'refusal')} in a row (stopAfterDenials={after}) "
+            f"would have ended {plural(runs, 'run')}, saving the "
+            f"{plural(totals['stop_calls_saved'], 'call')} made after it"
+            f"{time_text(saved) if runs else ''}."
+        )
+    if config.tool_limits:
+        text += (
+            f" Budgets ({budgets_text(config)}) would have refused a call in "
+            f"{plural(totals['runs_with_budget_denial'], 'run')}."
+        )
+    return text
+
+
+def time_text(value: float | None) -> str:
+    """How a summary ends a figure of time saved."""
+    return " (no timestamps to measure time)" if value is None else f" and {seconds(value)}"
