@@ -54,7 +54,8 @@ def test_console_script_runs_at_the_long_path(installed: Installed) -> None:
     assert version.stdout.strip() == f"dsh-circuit-breaker {__version__}"
     demo = installed.run("demo")
     assert demo.returncode == 0, demo.stderr
-    assert json.loads(demo.stdout.strip().splitlines()[-1])["kind"] == "duplicate"
+    incidents = [json.loads(line) for line in demo.stdout.strip().splitlines()[-2:]]
+    assert [i["kind"] for i in incidents] == ["duplicate", "stop"]  # the 9th call stops it
 
 
 def test_wheel_is_pure_and_carries_the_package_data(installed: Installed) -> None:
