@@ -84,8 +84,10 @@ def test_subagent_is_its_own_agent_and_its_loop_leaves_the_parent_alone(harness:
     ]
     meta = spawn["part"]["state"]["metadata"]
     assert meta["parentSessionId"] == parent and meta["sessionId"] != parent
-    (incident,) = incidents(harness)
-    assert incident["agent"] == meta["sessionId"]  # the child, by its own session id
+    # The first duplicate, then the first stop (three refusals in a row), both the child's.
+    logged = incidents(harness)
+    assert [i["kind"] for i in logged] == ["duplicate", "stop"]
+    assert {i["agent"] for i in logged} == {meta["sessionId"]}  # the child, by its own id
 
 
 def test_doom_loop_across_turns_never_fires_the_breaker_does(harness: Harness) -> None:

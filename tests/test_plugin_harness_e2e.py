@@ -61,9 +61,11 @@ def test_probe_six_run_four_refused(harness: Harness) -> None:
     (start,) = result.ready
     assert start["ok"] and start["python"] == str(harness.product.python)
     assert start["pluginFile"] == str(JS / f"{harness.adapter}.mjs")
-    (incident,) = incidents(harness)
+    # The first duplicate, then the first stop (three refusals in a row, stopAfterDenials).
+    incident, stop = incidents(harness)
     assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "bash", 6)
-    assert incident["agent"] == harness.session_id(result)
+    assert stop["kind"] == "stop"
+    assert incident["agent"] == stop["agent"] == harness.session_id(result)
     assert "cbprobe4" not in harness.incidents.read_text()  # no argument content on disk
 
 
