@@ -3,8 +3,8 @@ the real CLIs (tests/e2e) against the scripted model on 127.0.0.1.
 
     .venv/bin/python bench/plugin_latency.py [--harness pi] [--calls 100] [--rounds 3]
 
-Each round runs the same session twice: once with the plugin that `install` writes, once
-without it (the baseline). Every tool call is a new one (`bash echo <n>`), so each is
+Each round runs the same session twice: once with the plugin that the installed wheel's
+`install` writes (scripts/setup makes .installed/), once without it (the baseline). Every tool call is a new one (`bash echo <n>`), so each is
 checked and recorded and none is refused.
 
 1. Handler time: two bench timers (bench/plugin_timing.mjs), one loaded before the
@@ -35,7 +35,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from support.fake_openai import function_call  # noqa: E402
-from support.plugin_harnesses import E2E_BIN, HARNESSES, Harness, Product  # noqa: E402
+from support.installed import Installed, the_venv  # noqa: E402
+from support.plugin_harnesses import E2E_BIN, HARNESSES, Harness  # noqa: E402
 
 TIMING = (HERE / "plugin_timing.mjs").as_uri()
 
@@ -69,7 +70,7 @@ def one_run(name: str, calls: int, with_breaker: bool) -> tuple[list[float], flo
     with tempfile.TemporaryDirectory(prefix="cb-bench-") as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
-        harness = HARNESSES[name](Product(home))
+        harness = HARNESSES[name](Installed(the_venv(), home))
         timings = Path(tmp) / "timings.tsv"
         harness.env["BENCH_TIMING_FILE"] = str(timings)
         if with_breaker:
