@@ -4,8 +4,9 @@ the real CLIs (tests/e2e) against the scripted model on 127.0.0.1.
     .venv/bin/python bench/plugin_latency.py [--harness pi] [--calls 100] [--rounds 3]
 
 Each round runs the same session twice: once with the plugin that the installed wheel's
-`install` writes (scripts/setup makes .installed/), once without it (the baseline). Every tool call is a new one (`bash echo <n>`), so each is
-checked and recorded and none is refused.
+`install` writes (scripts/setup makes .installed/), with its default state (the command
+hooks' SQLite file), once without it (the baseline). Every tool call is a new one
+(`bash echo <n>`), so each is checked and recorded and none is refused.
 
 1. Handler time: two bench timers (bench/plugin_timing.mjs), one loaded before the
    breaker and one after it, stamp every tool call; after - before is the breaker's
