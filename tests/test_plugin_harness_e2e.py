@@ -67,6 +67,9 @@ def test_probe_six_run_four_refused(harness: Harness) -> None:
     assert stop["kind"] == "stop"
     assert incident["agent"] == stop["agent"] == harness.session_id(result)
     assert "cbprobe4" not in harness.incidents.read_text()  # no argument content on disk
+    # The state is the command hooks' store: `status` lists the session.
+    status = harness.product.run("status", env=harness.env)
+    assert status.returncode == 0 and incident["agent"] in status.stdout, status.stdout
 
 
 def test_cap_refuses_every_call_past_it_with_the_cap_text(harness: Harness) -> None:
