@@ -3,9 +3,10 @@ the real CLIs (tests/e2e) against the scripted model on 127.0.0.1.
 
     .venv/bin/python bench/plugin_latency.py [--harness pi] [--calls 100] [--rounds 3]
 
-Each round runs the same session twice: once with the plugin that `install` writes, once
-without it (the baseline). Every tool call is a new one (`bash echo <n>`), so each is
-checked and recorded and none is refused.
+Each round runs the same session twice: once with the plugin that the installed wheel's
+`install` writes (scripts/setup makes .installed/), with its default state (the command
+hooks' SQLite file), once without it (the baseline). Every tool call is a new one
+(`bash echo <n>`), so each is checked and recorded and none is refused.
 
 1. Handler time: two bench timers (bench/plugin_timing.mjs), one loaded before the
    breaker and one after it, stamp every tool call; after - before is the breaker's
@@ -13,6 +14,9 @@ checked and recorded and none is refused.
    medians with and without it.
 2. Whole tool-call time: (session wall time) / calls, with and without, as a ratio; the
    user's view (start-up, the model round trip and bash included).
+3. With `--waiter timeout|fs|pipe` (OpenCode, Kilo), a bench plugin that only waits (a zero
+   timer, a read of /dev/null, a line through `cat`) takes the breaker's place: what the
+   harness charges any hook that waits on I/O.
 
 Where the timers go: pi loads `-e` extensions first, and the user's
 (~/.pi/agent/extensions/, ours among them) last, in name order (so `zz-bench-after.js`
@@ -35,7 +39,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from support.fake_openai import function_call  # noqa: E402
-from support.plugin_harnesses import E2E_BIN, HARNESSES, Harness, Product  # noqa: E402
+from support.installed import Installed, the_venv  # noqa: E402
+from support.plugin_harnesses import E2E_BIN, HARNESSES, Harness  # noqa: E402
 
 TIMING = (HERE / "plugin_timing.mjs").as_uri()
 
@@ -64,17 +69,26 @@ def place_timers(harness: Harness, scratch: Path) -> list[str]:
     return []
 
 
-def one_run(name: str, calls: int, with_breaker: bool) -> tuple[list[float], float]:
+def one_run(
+    name: str, calls: int, with_breaker: bool, waiter: str | None = None
+) -> tuple[list[float], float]:
     """Per-call handler microseconds (after - before), and wall seconds per tool call."""
     with tempfile.TemporaryDirectory(prefix="cb-bench-") as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
-        harness = HARNESSES[name](Product(home))
+        harness = HARNESSES[name](Installed(the_venv(), home))
         timings = Path(tmp) / "timings.tsv"
         harness.env["BENCH_TIMING_FILE"] = str(timings)
         if with_breaker:
             harness.install()
         flags = place_timers(harness, Path(tmp))
+        if waiter:
+            plugins = harness.config_dir / "plugins"  # type: ignore[attr-defined]
+            plugins.mkdir(parents=True, exist_ok=True)
+            make = f'import {{ openCodeWaiter }} from "{TIMING}";\n'
+            (plugins / "bench-waiter.js").write_text(
+                f"{make}export default openCodeWaiter({waiter!r});\n"
+            )
         turns: list[Any] = [
             function_call("bash", {"command": f"echo {i}", "description": "Count"})
             for i in range(calls)
@@ -104,7 +118,7 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-def bench(name: str, calls: int, rounds: int) -> None:
+def bench(name: str, calls: int, rounds: int, waiter: str | None) -> None:
     with_us: list[float] = []
     without: list[float] = []
     wall_with: list[float] = []
@@ -113,22 +127,23 @@ def bench(name: str, calls: int, rounds: int) -> None:
         t, w = one_run(name, calls, with_breaker=False)
         without += t
         wall_without.append(w)
-        t, w = one_run(name, calls, with_breaker=True)
+        t, w = one_run(name, calls, with_breaker=waiter is None, waiter=waiter)
         with_us += t
         wall_with.append(w)
-    print(f"{name}: {rounds} x {calls} tool calls each way ({len(with_us)} per side)")
+    them = f"the {waiter} waiter" if waiter else "the breaker"
+    print(f"{name}: {rounds} x {calls} tool calls each way ({len(with_us)} per side), {them}")
     print(f"  handler time per call (microseconds): {'median':>8} {'p90':>8} {'p99':>8}")
-    for label, values in (("no plugin", without), ("with breaker", with_us)):
+    for label, values in (("no plugin", without), (f"with {them}", with_us)):
         print(
             f"    {label:34} {statistics.median(values):8.1f} {pct(values, 0.9):8.1f}"
             f" {pct(values, 0.99):8.1f}"
         )
     added = statistics.median(with_us) - statistics.median(without)
-    print(f"  added by the breaker: median {added:.1f} us")
+    print(f"  added by {them}: median {added:.1f} us")
     mw, mo = statistics.median(wall_with), statistics.median(wall_without)
     print(
         f"  whole tool call (wall / calls): no plugin {mo * 1000:.1f} ms, "
-        f"with breaker {mw * 1000:.1f} ms, ratio {mw / mo:.3f}\n"
+        f"with {them} {mw * 1000:.1f} ms, ratio {mw / mo:.3f}\n"
     )
 
 
@@ -137,12 +152,19 @@ def main() -> int:
     parser.add_argument("--harness", choices=sorted(HARNESSES), action="append")
     parser.add_argument("--calls", type=int, default=100, help="tool calls per session")
     parser.add_argument("--rounds", type=int, default=3, help="with/without pairs")
+    parser.add_argument(
+        "--waiter",
+        choices=("timeout", "fs", "pipe"),
+        help="OpenCode, Kilo: time a plugin that only waits, in the breaker's place",
+    )
     args = parser.parse_args()
+    if args.waiter and "pi" in (args.harness or ["pi"]):
+        parser.error("--waiter is for OpenCode and Kilo: name them with --harness")
     for name in args.harness or sorted(HARNESSES):
         if not (E2E_BIN / HARNESSES[name].executable).exists():
             print(f"{name}: not installed (tests/e2e: npm ci); skipped")
             continue
-        bench(name, args.calls, args.rounds)
+        bench(name, args.calls, args.rounds, args.waiter)
     return 0
 
 

@@ -17,8 +17,9 @@ import pytest
 
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.fake_openai import function_call
+from support.installed import Installed
 from support.plugin_harnesses import HARNESSES, Harness, in_scratch_home
-from test_plugin_harness_e2e import DENIED, JS, bash, incidents, lines
+from test_plugin_harness_e2e import DENIED, bash, incidents, lines
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -28,8 +29,9 @@ DOOM_LOOP = "The user rejected permission to use this specific tool call."
 
 
 @pytest.fixture(params=FAMILY)
-def bare(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
-    return in_scratch_home(request.param, tmp_path)
+def bare(request: pytest.FixtureRequest, installed: Installed) -> Harness:
+    """The harness in the installed product's scratch HOME, nothing installed."""
+    return in_scratch_home(request.param, installed)
 
 
 @pytest.fixture
@@ -145,7 +147,7 @@ def probe_refusals(harness: Harness, limit: int) -> None:
     assert lines(side) == ["cbprobe4"] * limit
     refused = render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", limit, limit)
     assert [r.text == refused for r in model.tool_results()] == [False] * limit + [True] * 2
-    (start,) = result.ready
+    (start,) = harness.starts(result)
     assert start["ok"] and start["config"]["duplicateLimit"] == limit
 
 
@@ -153,7 +155,7 @@ def test_plugin_list_entry_with_options_configures_the_adapter(bare: Harness) ->
     # The harness's own way to configure a plugin: `["<spec>", {options}]` in the config
     # file's `plugin` list. The adapter loaded by its file URL takes the options as config.
     options = {"python": str(bare.product.python), "duplicateLimit": 3}
-    bare.extra_config = {"plugin": [[(JS / "opencode.mjs").as_uri(), options]]}  # type: ignore[attr-defined]
+    bare.extra_config = {"plugin": [[bare.adapter_file.as_uri(), options]]}  # type: ignore[attr-defined]
     probe_refusals(bare, 3)
 
 

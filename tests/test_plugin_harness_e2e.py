@@ -1,6 +1,6 @@
 """End to end, for every plugin harness (pi, OpenCode, Kilo Code): the real CLI, pinned in
-tests/e2e/package.json, run headless in a scratch HOME with the plugin OUR
-`dsh-circuit-breaker install NAME` wrote, against the scripted model on 127.0.0.1
+tests/e2e/package.json, run headless in a scratch HOME with the plugin that the installed
+wheel's `dsh-circuit-breaker install NAME` wrote, against the scripted model on 127.0.0.1
 (tests/support/plugin_harnesses.py). The CLI, its tools, the plugin loader, the adapter,
 the shared guard client and the guard process are all real; only the model is scripted.
 """
@@ -15,17 +15,17 @@ import pytest
 
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.fake_openai import function_call
+from support.installed import Installed
 from support.plugin_harnesses import HARNESSES, Harness, in_scratch_home, kill_and_wait
 
 pytestmark = pytest.mark.timeout(600)
 
-JS = Path(__file__).resolve().parents[1] / "src" / "dsh_circuit_breaker" / "js"
 DENIED = render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 6, 6)
 
 
 @pytest.fixture(params=sorted(HARNESSES))
-def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
-    return in_scratch_home(request.param, tmp_path)
+def harness(request: pytest.FixtureRequest, installed: Installed) -> Harness:
+    return in_scratch_home(request.param, installed)
 
 
 def bash(command: str, description: str = "Run it") -> dict[str, Any]:
@@ -58,15 +58,18 @@ def test_probe_six_run_four_refused(harness: Harness) -> None:
     assert [r.text == DENIED for r in model.tool_results()] == [False] * 6 + [True] * 4
     # The refusal is what the model was sent next, as the refused call's result.
     assert model.result_in_next_request(calls[6]["id"]).text == DENIED
-    (start,) = result.ready
+    (start,) = harness.starts(result)
     assert start["ok"] and start["python"] == str(harness.product.python)
-    assert start["pluginFile"] == str(JS / f"{harness.adapter}.mjs")
+    assert start["pluginFile"] == str(harness.adapter_file)
     # The first duplicate, then the first stop (three refusals in a row, stopAfterDenials).
     incident, stop = incidents(harness)
     assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "bash", 6)
     assert stop["kind"] == "stop"
     assert incident["agent"] == stop["agent"] == harness.session_id(result)
     assert "cbprobe4" not in harness.incidents.read_text()  # no argument content on disk
+    # The state is the command hooks' store: `status` lists the session.
+    status = harness.product.run("status", env=harness.env)
+    assert status.returncode == 0 and incident["agent"] in status.stdout, status.stdout
 
 
 def test_cap_refuses_every_call_past_it_with_the_cap_text(harness: Harness) -> None:
@@ -133,7 +136,8 @@ def test_guard_killed_mid_run_calls_are_allowed_with_a_warning(harness: Harness)
     assert killer.pending == []  # both guards were killed mid-run
     assert lines(side) == [f"step{i}" for i in range(1, 9)]  # and every call ran
     assert not any("Circuit breaker" in r.text for r in model.tool_results())
-    assert [s["ok"] for s in result.ready] == [True, True]  # restarted once, not twice
+    # Restarted once, not twice.
+    assert [(s["start"], s["ok"]) for s in harness.starts(result)] == [(1, True), (2, True)]
     warnings = harness.warnings(result)
     for warning in (
         "guard process exited (SIGKILL); the call is allowed, it will be restarted once",
@@ -152,7 +156,7 @@ def test_install_doctor_uninstall(harness: Harness) -> None:
     assert text.startswith(
         f"// dsh-circuit-breaker: managed by `dsh-circuit-breaker install {harness.name}`"
     )
-    assert json.dumps((JS / f"{harness.adapter}.mjs").as_uri()) in text
+    assert json.dumps(harness.adapter_file.as_uri()) in text
     assert f'"python": {json.dumps(str(harness.product.python))}' in text
     assert harness.install().stdout.splitlines()[0] == f"already installed: {loader}"
     assert sorted(p.name for p in loader.parent.iterdir()) == [loader.name]
@@ -162,24 +166,29 @@ def test_install_doctor_uninstall(harness: Harness) -> None:
     assert f"ok       plugin loaded in {harness.label}; guard answered" in doctor.stdout
     assert doctor.stdout.splitlines()[-1] == "all good"
 
-    # A changed config: doctor says so, install again rewrites the plugin after a backup.
+    # The guard reads the config file at every start, as the command hooks do: an edit
+    # needs no reinstall.
     config = harness.home / "config" / "dsh-circuit-breaker" / "config.json"
     config.parent.mkdir(parents=True)
     config.write_text(json.dumps({"duplicateLimit": 3}))
-    stale = harness.product.run("doctor", harness.name, env=harness.env)
-    assert stale.returncode == 1
-    assert "PROBLEM  plugin config matches the defaults" in stale.stdout
-    assert f"fix: the config changed since install: dsh-circuit-breaker install {harness.name}" in (
-        stale.stdout
-    )
-    again = harness.install()
-    assert again.stdout.startswith(f"installed: {loader} (backup: {loader}.bak-")
-    assert '"duplicateLimit": 3' in loader.read_text()
-    (backup,) = [p for p in loader.parent.iterdir() if p != loader]
-    assert backup.read_text() == text
     doctor = harness.product.run("doctor", harness.name, env=harness.env)
     assert doctor.returncode == 0, doctor.stdout
+    assert f"ok       config valid ({config})" in doctor.stdout
     assert '"duplicateLimit": 3' in doctor.stdout  # the guard's effective config
+    # A bad key: doctor names it (and install refuses to record such a file).
+    config.write_text(json.dumps({"duplicateLimt": 3}))
+    bad = harness.product.run("doctor", harness.name, env=harness.env)
+    assert bad.returncode == 1
+    assert f"PROBLEM  config: {config}: unknown config key 'duplicateLimt'" in bad.stdout
+    assert harness.product.run("install", harness.name, env=harness.env).returncode == 1
+    config.unlink()
+
+    # Other options: install records them, after a backup of the old loader.
+    again = harness.install("--state", "memory://")
+    assert again.stdout.startswith(f"installed: {loader} (backup: {loader}.bak-")
+    assert '"state": "memory://"' in loader.read_text()
+    (backup,) = [p for p in loader.parent.iterdir() if p != loader]
+    assert backup.read_text() == text
 
     gone = harness.product.run("uninstall", harness.name, env=harness.env)
     assert gone.returncode == 0 and gone.stdout == f"removed {loader}\n"

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import require
+from dsh_circuit_breaker.dsh.serve import GuardServer
 from dsh_circuit_breaker.harnesses import PLUGIN_HARNESSES, target_module
 from dsh_circuit_breaker.harnesses._plugin import parse_loader
 from dsh_circuit_breaker.harnesses._stub_model import StubModel
@@ -61,10 +62,13 @@ def test_install_writes_a_loader_and_is_idempotent(name: str, tmp_path: Path) ->
         f"installed: {loader}",
         f"check it loads: dsh-circuit-breaker doctor {name}",
     ]
-    config, source = parse_loader(loader.read_text())
-    assert source is None
-    assert config["python"] == "/opt/venv/bin/python"
-    assert config["incidentLog"] == str(tmp_path / "state/dsh-circuit-breaker/incidents.jsonl")
+    assert parse_loader(loader.read_text()) == {
+        "harness": name,
+        "python": "/opt/venv/bin/python",
+        "configFile": None,
+        "state": None,
+    }
+    # The incident log's directory (the guard appends to the log, it makes no directories).
     assert (tmp_path / "state/dsh-circuit-breaker").stat().st_mode & 0o777 == 0o700
     assert loader.stat().st_mode & 0o777 == 0o600
     before = loader.read_text()
@@ -74,32 +78,37 @@ def test_install_writes_a_loader_and_is_idempotent(name: str, tmp_path: Path) ->
     assert [p.name for p in loader.parent.iterdir()] == [loader.name]
 
 
-def test_harness_exempt_spellings_and_config_file(name: str, tmp_path: Path) -> None:
+def test_the_guard_loads_the_recorded_config_as_the_harness_hook_would(
+    name: str, tmp_path: Path
+) -> None:
     config = tmp_path / "breaker.toml"
-    config.write_text('duplicateLimit = 3\nstate = "sqlite:////tmp/x.db"\n')
+    config.write_text('duplicateLimit = 3\nstate = "memory://"\n')
     done = cli(tmp_path, "install", name, "--config", str(config))
     assert done.returncode == 0, done.stderr
-    baked, source = parse_loader((tmp_path / LOADERS[name]).read_text())
-    assert source == str(config)
-    assert baked["duplicateLimit"] == 3 and baked["state"] == "sqlite:////tmp/x.db"
+    options = parse_loader((tmp_path / LOADERS[name]).read_text())
+    assert options["configFile"] == str(config)
+    hello = {"op": "hello", "id": 0, "config": {}, "state": options["state"]}
+    hello.update(harness=options["harness"], configFile=options["configFile"])
+    reply = GuardServer().handle_line(json.dumps(hello).encode())
+    assert reply is not None and reply["ok"], reply
+    effective = reply["config"]
+    assert effective["duplicateLimit"] == 3
+    assert effective["incidentLog"].endswith("/dsh-circuit-breaker/incidents.jsonl")
     if name == "pi":
-        assert "exempt" not in baked  # SPEC's defaults: pi has no to-do or question tools
+        assert effective["exempt"] == ["todo_write", "ask_user_question", "exit_plan_mode"]
     else:
-        assert baked["exempt"][-3:] == ["todowrite", "todoread", "question"]
+        assert effective["exempt"][-3:] == ["todowrite", "todoread", "question"]
 
 
-def test_a_changed_config_rewrites_the_loader_after_a_backup(name: str, tmp_path: Path) -> None:
+def test_other_options_rewrite_the_loader_after_a_backup(name: str, tmp_path: Path) -> None:
     loader = tmp_path / LOADERS[name]
     assert cli(tmp_path, "install", name).returncode == 0
     old = loader.read_text()
-    user = tmp_path / "config/dsh-circuit-breaker/config.json"
-    user.parent.mkdir(parents=True)
-    user.write_text(json.dumps({"window": 50}))
-    done = cli(tmp_path, "install", name)
+    done = cli(tmp_path, "install", name, "--state", "memory://")
     assert done.stdout.startswith(f"installed: {loader} (backup: {loader}.bak-")
     (backup,) = [p for p in loader.parent.iterdir() if p != loader]
     assert backup.name.endswith("Z") and backup.read_text() == old
-    assert parse_loader(loader.read_text()) == ({**parse_loader(old)[0], "window": 50}, str(user))
+    assert parse_loader(loader.read_text()) == {**parse_loader(old), "state": "memory://"}
 
 
 def test_a_bad_config_fails_install_naming_the_key(name: str, tmp_path: Path) -> None:
@@ -152,7 +161,7 @@ def test_the_loader_is_a_module_node_can_parse(name: str, tmp_path: Path) -> Non
         [str(node), "--check", str(module)], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert parse_loader(loader.read_text())[0]["python"] == "/a path/with 'quotes' and ü"
+    assert parse_loader(loader.read_text())["python"] == "/a path/with 'quotes' and ü"
 
 
 def test_doctor_says_what_is_missing(name: str, tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 """The real plugin harness CLIs (pi, OpenCode, Kilo Code; pinned in tests/e2e/package.json)
 run headless in a scratch HOME against a scripted model speaking OpenAI Chat Completions
-on 127.0.0.1 (support/fake_openai.py), with the plugin that OUR `install` wrote.
+on 127.0.0.1 (support/fake_openai.py), with the plugin that OUR `install` wrote: the
+installed wheel's console script (support/installed.py), so the adapter, the guard client
+and the guard all come from the wheel.
 
 Nothing reaches the network: the harness's own model lists, update checks and telemetry
 are off; HTTP(S)_PROXY points at a closed port on 127.0.0.1 (so anything that tries the
@@ -15,14 +17,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from hook_support import hook_env
 from support.fake_openai import FakeOpenAI, function_call
+from support.installed import Installed
 
 E2E_BIN = Path(__file__).resolve().parents[1] / "e2e" / "node_modules" / ".bin"
 PROVIDER, MODEL = "fake", "fake-model"
@@ -33,33 +34,6 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-@dataclass
-class Product:
-    """This package as the harness sees it: the interpreter and the `dsh-circuit-breaker`
-    command a user has (the editable checkout's venv)."""
-
-    home: Path
-    python: Path = field(default_factory=lambda: Path(sys.executable))
-
-    @property
-    def env(self) -> dict[str, str]:
-        env = hook_env(self.home)
-        env["PATH"] = f"{E2E_BIN}:{Path(self.python).parent}:{env.get('PATH', '/usr/bin:/bin')}"
-        return env
-
-    def run(
-        self, *args: str, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(self.python), "-m", "dsh_circuit_breaker.cli", *args],
-            env=self.env if env is None else env,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
 
 
 @dataclass
@@ -86,7 +60,7 @@ class Harness:
     executable: str
     adapter: str  # js/<adapter>.mjs
 
-    def __init__(self, product: Product) -> None:
+    def __init__(self, product: Installed) -> None:
         self.product = product
         self.home = product.home
         self.work = self.home / "work"
@@ -95,6 +69,7 @@ class Harness:
         self.incidents = self.home / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
         dead = f"http://127.0.0.1:{closed_port()}"
         self.env = product.env
+        self.env["PATH"] = f"{E2E_BIN}:{self.env['PATH']}"
         self.env.update(
             HTTP_PROXY=dead,
             HTTPS_PROXY=dead,
@@ -117,6 +92,18 @@ class Harness:
         """Where our installer puts the plugin."""
         raise NotImplementedError
 
+    # Kilo sometimes loads its plugins once more as `run` exits (after "disposing instance"),
+    # which starts one more guard that is gone at once.
+    reloads_at_exit: ClassVar[bool] = False
+
+    def starts(self, result: Result) -> list[dict[str, Any]]:
+        """The guard starts of the run itself (its ready markers, in order)."""
+        found = list(result.ready)
+        if self.reloads_at_exit and len(found) > 1 and found[-1].get("start") == 1:
+            found.pop()
+        assert all(r.get("ok") for r in result.ready), result.ready
+        return found
+
     def session_id(self, result: Result) -> str:
         """The id the harness ran the (main) session under, from its JSON output."""
         raise NotImplementedError
@@ -133,6 +120,11 @@ class Harness:
 
     def available(self) -> bool:
         return self.cli.exists()
+
+    @property
+    def adapter_file(self) -> Path:
+        """The adapter inside the installed package."""
+        return self.product.package / "js" / f"{self.adapter}.mjs"
 
     def install(self, *args: str) -> subprocess.CompletedProcess[str]:
         done = self.product.run("install", self.name, *args, env=self.env)
@@ -273,10 +265,11 @@ class OpenCode(Harness):
     app = "opencode"  # its directory names under XDG_CONFIG_HOME and XDG_DATA_HOME
     env_prefix = "OPENCODE"
     config_name = "opencode.json"
+    quiet: ClassVar[dict[str, str]] = {}  # more variables that keep it off the network
     # Error events `run` adds after a rejected doom_loop permission.
     doom_loop_epilogue: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, product: Product) -> None:
+    def __init__(self, product: Installed) -> None:
         super().__init__(product)
         self.extra_config: dict[str, Any] = {}  # more keys for the config file
 
@@ -325,6 +318,7 @@ class OpenCode(Harness):
                 f"{self.env_prefix}_DISABLE_AUTOUPDATE": "1",
                 f"{self.env_prefix}_DISABLE_SHARE": "1",
             },
+            **self.quiet,
         )
 
     def argv(self, prompt: str, session: str) -> list[str]:
@@ -350,6 +344,8 @@ class Kilo(OpenCode):
     app = "kilo"
     env_prefix = "KILO"
     config_name = "kilo.json"
+    reloads_at_exit = True
+    quiet: ClassVar[dict[str, str]] = {"KILO_TELEMETRY_LEVEL": "off"}  # else PostHog
     doom_loop_epilogue = (
         "run ended with an auto-rejected permission; pass --auto for autonomous use",
     )
@@ -358,12 +354,10 @@ class Kilo(OpenCode):
 HARNESSES: dict[str, type[Harness]] = {"pi": Pi, "opencode": OpenCode, "kilo": Kilo}
 
 
-def in_scratch_home(name: str, tmp_path: Path) -> Harness:
-    """Harness `name` in a HOME of its own under `tmp_path`, nothing installed yet."""
+def in_scratch_home(name: str, installed: Installed) -> Harness:
+    """Harness `name` in the installed product's scratch HOME, nothing installed yet."""
     from conftest import require
 
-    home = tmp_path / "home"
-    home.mkdir()
-    found = HARNESSES[name](Product(home))
+    found = HARNESSES[name](installed)
     require(found.available(), f"the {name} CLI (tests/e2e: npm ci)")
     return found

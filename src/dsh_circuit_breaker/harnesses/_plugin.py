@@ -2,11 +2,13 @@
 
 `install` writes one small loader file, `dsh-circuit-breaker.js`, into the directory where
 the harness's users put their own plugins (user scope). It imports our adapter
-(`js/<harness>.mjs`, shipped in this package) by absolute path and calls it with the
-interpreter that runs the guard and the breaker's config as it was at install: the
-config file (`--config FILE`, else the user config file, as the command hooks find it)
-over the harness's defaults. A harness only discovers `.js`/`.ts` files there, so the
-backups (`dsh-circuit-breaker.js.bak-<UTC time>`) beside it are never loaded.
+(`js/<harness>.mjs`, shipped in this package) by absolute path and calls it with what
+`install` was given: the harness's name, the interpreter that runs the guard, and the
+config file and state URL (null: those the command hooks find). The guard then loads its
+config at every start as that harness's command hook would (serve.py's hello with
+`harness`), so editing the config file needs no reinstall. A harness only discovers
+`.js`/`.ts` files there, so the backups (`dsh-circuit-breaker.js.bak-<UTC time>`) beside
+it are never loaded.
 
 A harness reports a plugin that fails to load in its own way (OpenCode and Kilo only log
 it and run without it), so `doctor` trusts nothing it reads: it starts the harness
@@ -30,13 +32,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._doctor import Report, doctor_cli
+from ._doctor import Report, doctor_cli, doctor_config_and_state
 from ._settings import write_text
 from ._stub_model import StubModel
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..config import Config
+
 LOADER = "dsh-circuit-breaker.js"
 HEADER = "// dsh-circuit-breaker: managed by `dsh-circuit-breaker install {name}`"
-SOURCE = "// config: "
 JS_DIR = Path(__file__).resolve().parent.parent / "js"
 
 # How doctor starts a harness: (scratch dir, model) -> (argv, extra environment).
@@ -51,10 +56,13 @@ class PluginHarness:
     adapter: str  # its adapter, a file in js/
     executable: str  # its CLI
     package: str  # the npm package that installs the CLI
-    exempt: tuple[str, ...]  # its spellings of the tools SPEC exempts
+    module: str  # its module in harnesses/ (its EXEMPT spellings, for the guard's config)
     plugin_dir: Callable[[], Path]  # where its users put plugins
     headless: Headless
     start_timeout: float = 120.0  # seconds doctor gives the headless run
+    # Plugin loads a run may make besides the first (Kilo sometimes loads its plugins once
+    # more as `run` exits); more than that means the plugin is installed twice.
+    extra_loads: int = 0
 
     @property
     def loader(self) -> Path:
@@ -94,14 +102,14 @@ def add_arguments(parser: argparse.ArgumentParser, action: str) -> None:
         "--config",
         default=None,
         metavar="FILE",
-        help="breaker config to write into the plugin (default: $DSH_CIRCUIT_BREAKER_CONFIG, "
-        "else the user config file, else the defaults)",
+        help="config file the guard reads (recorded in the plugin; default: "
+        "$DSH_CIRCUIT_BREAKER_CONFIG, else the user config file, as for the command hooks)",
     )
     parser.add_argument(
         "--state",
         default=None,
         metavar="URL",
-        help="state store URL (default: memory, one state per harness process)",
+        help="state store URL (recorded in the plugin; default: the command hooks' store)",
     )
 
 
@@ -112,39 +120,27 @@ class InstallError(Exception):
 # -- the loader --------------------------------------------------------------------------
 
 
-def baked_config(
-    harness: PluginHarness, config_path: str | None, state: str | None, python: str
-) -> tuple[dict[str, Any], str | None]:
-    """The plugin's config: the guard client's `python` and `state`, and the breaker's keys
-    that differ from SPEC's defaults (the harness's exempt spellings and the incident log
-    included); and the config file it came from. `ConfigError` for a bad file."""
-    from ..config import DEFAULT_EXEMPT, Config
-    from ..config_file import find_config, load
-    from ..paths import default_incident_log
+def guard_config(harness: PluginHarness, config_file: str | None) -> tuple[Config, str | None]:
+    """The config the guard will load (as that harness's command hook would), and the state
+    URL its file names. `ConfigError` for a bad file."""
+    import importlib
 
-    base = Config(exempt=DEFAULT_EXEMPT + harness.exempt, incident_log=default_incident_log())
-    source = find_config(config_path)
-    loaded = load(source, base=base)
-    defaults = Config().to_mapping()
-    config: dict[str, Any] = {"python": python}
-    if state or loaded.state:
-        config["state"] = state or loaded.state
-    config.update((k, v) for k, v in loaded.config.to_mapping().items() if v != defaults[k])
-    return config, (os.path.abspath(source) if source else None)
+    from ..config_file import hook_config
+
+    return hook_config(config_file, importlib.import_module(harness.module))
 
 
-def loader_text(harness: PluginHarness, config: dict[str, Any], source: str | None) -> str:
-    # JSON is a JavaScript expression, so any path or message survives as written.
+def loader_text(harness: PluginHarness, options: dict[str, Any]) -> str:
+    # JSON is a JavaScript expression, so any path survives as written.
     return "\n".join(
         [
             HEADER.format(name=harness.name) + f"; `uninstall {harness.name}` removes it.",
-            "// The adapter is part of the Python package; this file names it, the interpreter",
-            "// that runs the guard, and the breaker's config as it was at install (install",
-            "// again after changing the config).",
-            SOURCE + (source or "defaults"),
+            "// The adapter is part of the Python package; this file names it and what install",
+            "// was given: the interpreter that runs the guard, the config file and the state",
+            "// store (null: those the command hooks find). Install again to change them.",
             f"import {{ circuitBreaker }} from {json.dumps(harness.adapter_path.as_uri())};",
             "",
-            f"export default circuitBreaker({json.dumps(config, indent=2, ensure_ascii=False)});",
+            f"export default circuitBreaker({json.dumps(options, indent=2, ensure_ascii=False)});",
             "",
         ]
     )
@@ -164,14 +160,13 @@ def read_loader(harness: PluginHarness) -> str | None:
     return text
 
 
-def parse_loader(text: str) -> tuple[dict[str, Any], str | None]:
-    """The config a loader passes, and the config file it names (None: the defaults)."""
+def parse_loader(text: str) -> dict[str, Any]:
+    """The options a loader passes to the adapter; ValueError for an edited one."""
     start = text.index("circuitBreaker(", text.index("export default")) + len("circuitBreaker(")
-    config: dict[str, Any] = json.loads(text[start : text.rindex(");")])
-    source = next(
-        (line[len(SOURCE) :] for line in text.splitlines() if line.startswith(SOURCE)), ""
-    )
-    return config, (None if source == "defaults" else source)
+    options = json.loads(text[start : text.rindex(");")])
+    if not isinstance(options, dict):
+        raise ValueError("the loader's options are not an object; install again to repair it")
+    return options
 
 
 # -- install / uninstall -------------------------------------------------------------------
@@ -180,14 +175,20 @@ def parse_loader(text: str) -> tuple[dict[str, Any], str | None]:
 def install(harness: PluginHarness, args: argparse.Namespace) -> int:
     from ..config import ConfigError
 
+    config_file = os.path.abspath(os.path.expanduser(args.config)) if args.config else None
+    options = {
+        "harness": harness.name,
+        "python": str(Path(args.python).absolute()),
+        "configFile": config_file,
+        "state": args.state,
+    }
     try:
-        python = str(Path(args.python).absolute())
-        config, source = baked_config(harness, args.config, args.state, python)
+        config, _ = guard_config(harness, config_file)  # a bad file fails here, not at start
         old = read_loader(harness)
-        new = loader_text(harness, config, source)
-        if config.get("incidentLog"):
+        new = loader_text(harness, options)
+        if config.incident_log:
             # The guard appends to the log but makes no directories.
-            log = Path(os.path.expanduser(config["incidentLog"]))
+            log = Path(os.path.expanduser(config.incident_log))
             log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if new == old:
             print(f"already installed: {harness.loader}")
@@ -230,8 +231,9 @@ def doctor(harness: PluginHarness, args: argparse.Namespace) -> int:
 
 
 def _doctor_loader(harness: PluginHarness, report: Report) -> bool:
-    """The loader is there, ours, and names files that exist; its config is current."""
-    from ..config import ConfigError
+    """The loader is there, ours, and names files that exist; the config it will load is
+    valid and its state store takes a write."""
+    import importlib
 
     text = read_loader(harness)
     if text is None:
@@ -239,9 +241,9 @@ def _doctor_loader(harness: PluginHarness, report: Report) -> bool:
             f"not installed: no {harness.loader}", f"dsh-circuit-breaker install {harness.name}"
         )
         return False
-    config, source = parse_loader(text)
+    options = parse_loader(text)
     report.ok(f"plugin file: {harness.loader}")
-    python = config.get("python")
+    python = options.get("python")
     report.check(
         isinstance(python, str) and os.access(python, os.X_OK),
         f"guard interpreter: {python}",
@@ -249,17 +251,8 @@ def _doctor_loader(harness: PluginHarness, report: Report) -> bool:
         f"dsh-circuit-breaker install {harness.name}",
     )
     report.check(harness.adapter_path.is_file(), f"adapter: {harness.adapter_path}")
-    try:
-        current, _ = baked_config(harness, source, config.get("state"), str(python))
-    except ConfigError as exc:
-        report.problem(f"config: {exc}", "fix the key named above, then install again")
-        return False
-    report.check(
-        current == config,
-        f"plugin config matches {source or 'the defaults'}",
-        f"the config changed since install: dsh-circuit-breaker install {harness.name}"
-        + (f" --config {source}" if source else ""),
-    )
+    module = importlib.import_module(harness.module)
+    doctor_config_and_state(report, options.get("configFile"), options.get("state"), module)
     return not report.problems
 
 
@@ -324,7 +317,7 @@ def _report_start(
             f"{record.get('python')})"
         )
         report.note("effective breaker config: " + json.dumps(record.get("config")))
-        if len(ours) > 1:
+        if len(ours) > 1 + harness.extra_loads:
             report.problem(f"the plugin loaded {len(ours)} times (installed twice?)")
         if not requests:
             report.note(f"{harness.label} never asked the doctor's model: its run did not start")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ._plugin import entry_points
+from .opencode import EXEMPT as EXEMPT  # the same tools under the same names
 from .opencode import HARNESS as OPENCODE
 from .opencode import config_dir, headless_for
 
@@ -17,7 +18,9 @@ HARNESS = replace(
     label="Kilo Code",
     executable="kilo",
     package="@kilocode/cli",
+    module=__name__,
     plugin_dir=lambda: config_dir("kilo") / "plugins",
     headless=headless_for("kilo", "KILO"),
+    extra_loads=1,  # `kilo run` sometimes loads its plugins once more as it exits
 )
 add_arguments, install, uninstall, doctor = entry_points(HARNESS)

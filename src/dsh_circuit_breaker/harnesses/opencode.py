@@ -55,7 +55,7 @@ HARNESS = PluginHarness(
     adapter="opencode.mjs",
     executable="opencode",
     package="opencode-ai",
-    exempt=EXEMPT,
+    module=__name__,
     plugin_dir=lambda: config_dir("opencode") / "plugins",
     headless=headless_for("opencode", "OPENCODE"),
     # A first start installs OpenCode's own plugin types into the config directory (npm).

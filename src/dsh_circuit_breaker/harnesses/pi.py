@@ -13,6 +13,7 @@ from ._plugin import PluginHarness, entry_points, which
 from ._stub_model import MODEL, StubModel
 
 PROVIDER = "dsh-circuit-breaker-doctor"
+EXEMPT: tuple[str, ...] = ()  # pi has no to-do list or ask-the-user tool
 
 
 def agent_dir() -> Path:
@@ -47,7 +48,7 @@ HARNESS = PluginHarness(
     adapter="pi.mjs",
     executable="pi",
     package="@mariozechner/pi-coding-agent",
-    exempt=(),
+    module=__name__,
     plugin_dir=lambda: agent_dir() / "extensions",
     headless=headless,
     start_timeout=60.0,

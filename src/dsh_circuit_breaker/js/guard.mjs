@@ -88,6 +88,16 @@ function findPython(options, adapterGuess) {
   return process.platform === 'win32' ? 'python' : 'python3';
 }
 
+// `startGuard` for an adapter whose guard loads its config as that harness's command hook
+// would (serve.py: the config file, the harness's exempt spellings, the incident log and
+// the state store). `options`: what the loader (or the harness's own plugin options)
+// passes: `harness` and `configFile` go into the hello, every other key is `config` (the
+// client's own keys, and breaker keys that override the file's).
+export function startAsHook({ options, harness, logger, pluginFile }) {
+  const { harness: named = harness, configFile = null, ...config } = options ?? {};
+  return startGuard({ config, logger, pluginFile, hello: { harness: named, configFile } });
+}
+
 // The decision an adapter hands its harness: a denial reason, or undefined to allow.
 // `read()` returns [agentRef, tool, args] from the harness's call. Never throws: trouble
 // in reading the call allows it (pi, for one, blocks a call whose handler throws).

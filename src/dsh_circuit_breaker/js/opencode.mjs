@@ -2,23 +2,26 @@
 //
 // Plain ESM, no dependencies, no build step: the wiring around the shared guard client
 // (./guard.mjs). `dsh-circuit-breaker install opencode` (or `kilo`) writes a small loader
-// into the harness's global plugin directory that calls `circuitBreaker(config)` with the
-// interpreter and the breaker's keys. Named in a `plugin` list instead
-// (`["/abs/.../opencode.mjs", {options}]`), the options are the config.
+// into the harness's global plugin directory that calls `circuitBreaker({...})` with the
+// harness's name, the interpreter, and the config file and state given to install; the
+// guard reads the config as that harness's command hook would. Named in a `plugin` list
+// instead (`["/abs/.../opencode.mjs", {options}]`), the options are the same keys, and
+// breaker keys among them override the config file's.
 // Docs: docs/opencode.md and docs/kilo.md in the project.
 import { fileURLToPath } from 'node:url';
 import { format } from 'node:util';
 
-import { decide, resetsOnUserPrompt, startGuard } from './guard.mjs';
+import { decide, resetsOnUserPrompt, startAsHook } from './guard.mjs';
 
 const ID = 'dsh-circuit-breaker';
 
-export function circuitBreaker(config = {}) {
+export function circuitBreaker(recorded = {}) {
   async function server(input, options) {
     const logger = new Warnings(input?.client);
     // A bad config throws here: the harness logs the plugin as failed to load.
-    const { guard, config: effective } = await startGuard({
-      config: { ...config, ...(options ?? {}) },
+    const { guard, config: effective } = await startAsHook({
+      options: { ...recorded, ...(options ?? {}) },
+      harness: 'opencode',
       logger,
       pluginFile: fileURLToPath(import.meta.url),
     });

@@ -2,20 +2,22 @@
 //
 // Plain ESM, no dependencies, no build step: pi's wiring around the shared guard client
 // (./guard.mjs). `dsh-circuit-breaker install pi` writes a small loader into
-// ~/.pi/agent/extensions/ that calls `circuitBreaker(config)` with the interpreter and the
-// breaker's keys; loaded directly (`pi -e .../pi.mjs`), it runs with the defaults.
+// ~/.pi/agent/extensions/ that calls `circuitBreaker({...})` with the interpreter, and the
+// config file and state given to install; the guard reads the config as the command hooks
+// do. Loaded directly (`pi -e .../pi.mjs`), it finds the interpreter itself.
 // Docs: docs/pi.md in the project.
 import { fileURLToPath } from 'node:url';
 import { format } from 'node:util';
 
-import { decide, resetsOnUserPrompt, startGuard } from './guard.mjs';
+import { decide, resetsOnUserPrompt, startAsHook } from './guard.mjs';
 
-export function circuitBreaker(config = {}) {
+export function circuitBreaker(options = {}) {
   return async function dshCircuitBreaker(pi) {
     const logger = new Warnings();
     // A bad config throws here: pi reports the extension as failed to load.
-    const { guard, config: effective } = await startGuard({
-      config,
+    const { guard, config: effective } = await startAsHook({
+      options,
+      harness: 'pi',
       logger,
       pluginFile: fileURLToPath(import.meta.url),
     });
