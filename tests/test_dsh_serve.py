@@ -74,13 +74,19 @@ def test_hello_then_duplicate_denial_with_the_spec_text(guard: Guard, tmp_path: 
         "message": render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 2, 2),
         "count": 2,
         "limit": 2,
+        "stop": False,
         "id": 3,
     }
     assert guard.ask(check("b", "ls", 4))["allowed"] is True  # another agent, its own state
+    # The third refusal in a row (stopAfterDenials 3) asks the host to end the agent.
+    assert guard.ask(check("a", "ls", 5))["stop"] is False
+    stopped = guard.ask(check("a", "ls", 6))
+    assert stopped["stop"] is True and stopped["message"] == denied["message"]
+    assert stopped["stopReason"] == render(DEFAULT_MESSAGES["stop"], "bash", "duplicate", 3, 3)
     code, stderr = guard.close()
     assert code == 0 and stderr == ""
-    line = json.loads(log.read_text())
-    assert (line["agent"], line["kind"]) == ("a", "duplicate")
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(line["agent"], line["kind"]) for line in lines] == [("a", "duplicate"), ("a", "stop")]
 
 
 def test_bad_config_is_refused_naming_the_key_and_the_old_config_stays(guard: Guard) -> None:

@@ -34,8 +34,9 @@ export async function apply(ctx, config) {
 
   ctx.on('tools/pre-execute', async (exec, next) => {
     const read = () => [agents.of(exec.agent), exec.name, exec.arguments];
-    const reason = await decide(guard, logger, read);
-    if (reason === undefined) return next();
+    const refusal = await decide(guard, logger, read);
+    if (refusal === undefined) return next();
+    const reason = refusal.message;
     denied.set(exec, reason);
     return { kind: 'deny', reason };
   });

@@ -16,7 +16,8 @@ Requests (`id` is echoed back in the reply; any JSON value):
     {"op": "check", "id": 8, "anon": "anon:3", "agentKeys": ["loopCtx", ...], "tool": ...}
         -> {"id": 7, "allowed": true}
         -> {"id": 7, "allowed": false, "kind": "duplicate", "message": "...", "count": 6,
-            "limit": 6}
+            "limit": 6, "stop": false}
+        -> {..., "allowed": false, "stop": true, "stopReason": "..."}  (end the agent)
     {"op": "forget", "agent": "session-1"}   (or "anon"): drop that agent's state
     {"op": "ping", "id": 9}  -> {"id": 9, "ok": true}
 
@@ -132,6 +133,8 @@ class GuardServer:
             "message": decision.message,
             "count": decision.count,
             "limit": decision.limit,
+            "stop": decision.stop,
+            **({"stopReason": decision.stop_reason} if decision.stop else {}),
         }
 
     def _hello(self, request: dict[str, Any]) -> Reply:

@@ -82,7 +82,8 @@ export function clinePlugin({ python = null, configFile = null, state = null, pl
         if (typeof name !== 'string' || name === '') return undefined;
         let reason;
         try {
-          reason = await ready.guard.check(agentKey(snapshot), name, input ?? toolCall?.input);
+          const refusal = await ready.guard.check(agentKey(snapshot), name, input ?? toolCall?.input);
+          reason = refusal?.message;
         } catch (error) {
           logger.warn('dsh-circuit-breaker: internal error, call allowed: %s', String(error));
         }

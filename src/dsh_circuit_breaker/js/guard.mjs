@@ -98,7 +98,8 @@ export function startAsHook({ options, harness, logger, pluginFile }) {
   return startGuard({ config, logger, pluginFile, hello: { harness: named, configFile } });
 }
 
-// The decision an adapter hands its harness: a denial reason, or undefined to allow.
+// The decision an adapter hands its harness: a refusal (`{message, stop, stopReason}`, as
+// `Guard.check`), or undefined to allow.
 // `read()` returns [agentRef, tool, args] from the harness's call. Never throws: trouble
 // in reading the call allows it (pi, for one, blocks a call whose handler throws).
 export async function decide(guard, logger, read) {
@@ -287,7 +288,8 @@ export class Guard {
     }
   }
 
-  // One decision. Undefined means allow.
+  // One decision: undefined allows; a refusal is `{message, stop, stopReason}`, where `stop`
+  // asks the adapter to end the agent, if its harness lets it (`stopReason` says why).
   async check(agentRef, tool, args) {
     if (this.gaveUp || this.stopped) return this.uncheckedCall();
     if (this.child === null) {
@@ -315,8 +317,9 @@ export class Guard {
       this.trouble(`guard did not answer within ${this.timeoutMs} ms`, child);
       return this.uncheckedCall(true);
     }
-    if (reply.allowed === false && typeof reply.message === 'string') return reply.message;
-    return undefined;
+    if (reply.allowed !== false || typeof reply.message !== 'string') return undefined;
+    const stop = reply.stop === true && typeof reply.stopReason === 'string';
+    return { message: reply.message, stop, stopReason: stop ? reply.stopReason : undefined };
   }
 
   // Fire and forget (agent disposal).

@@ -31,9 +31,9 @@ export function circuitBreaker(recorded = {}) {
     const hooks = {
       'tool.execute.before': async (call, output) => {
         const read = () => [sessionOf(call), call.tool, output.args];
-        const reason = await decide(guard, logger, read);
+        const refusal = await decide(guard, logger, read);
         // The harness turns a thrown error into the tool's error result, with this text.
-        if (reason !== undefined) throw new Error(reason);
+        if (refusal !== undefined) throw new Error(refusal.message);
       },
       event: async ({ event }) => {
         const info = event?.properties?.info;

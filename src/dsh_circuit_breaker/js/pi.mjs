@@ -27,8 +27,8 @@ export function circuitBreaker(options = {}) {
     pi.on('tool_call', async (event, ctx) => {
       logger.ui = ctx?.hasUI ? ctx.ui : undefined;
       const read = () => [sessionOf(ctx), event.toolName, event.input];
-      const reason = await decide(guard, logger, read);
-      return reason === undefined ? undefined : { block: true, reason };
+      const refusal = await decide(guard, logger, read);
+      return refusal === undefined ? undefined : { block: true, reason: refusal.message };
     });
 
     // A prompt the user typed (or sent over RPC) starts the session afresh; one that an
