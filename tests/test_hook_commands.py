@@ -219,6 +219,26 @@ def test_status_shows_counts_and_trips(tmp_path: Path) -> None:
     assert by_agent["calm"]["tripped"] == [] and by_agent["calm"]["calls"] == 1
     table = cli(env, "status").stdout
     assert "looper" in table and "duplicate" in table and "6/300" in table
+    assert by_agent["looper"]["denialsInARow"] == 1 and by_agent["looper"]["budgets"] == {}
+
+
+def test_status_shows_a_stopped_agent_and_a_spent_budget(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    config = tmp_path / "breaker.json"
+    config.write_text(json.dumps({"toolLimits": {"Web*": 2}}))
+    env["DSH_CIRCUIT_BREAKER_CONFIG"] = str(config)
+    for _ in range(9):  # 6 run, then the third refusal in a row is a stop
+        run_hook(pre_tool_use("Bash", {"command": "ls"}, session="looper"), env)
+    for query in ("a", "b"):
+        run_hook(pre_tool_use("WebSearch", {"query": query}, session="searcher"), env)
+    rows = [json.loads(line) for line in cli(env, "status", "--json").stdout.splitlines()]
+    by_agent = {r["agent"]: r for r in rows}
+    looper, searcher = by_agent["looper"], by_agent["searcher"]
+    assert looper["tripped"] == ["duplicate", "stop"]
+    assert (looper["denialsInARow"], looper["stopAfterDenials"]) == (3, 3)
+    assert searcher["tripped"] == ["budget"]
+    assert searcher["budgets"] == {"Web*": {"spent": 2, "limit": 2}}
+    assert "duplicate,stop" in cli(env, "status").stdout
 
 
 def test_incidents_readable_and_follow(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ def test_answers_are_what_the_command_hook_prints(tmp_path: Path, name: str) -> 
 
 
 def test_metrics_parse_and_count_the_decisions(service: Service) -> None:
-    for _ in range(8):
+    for _ in range(10):  # 6 run, 4 denied, the last 2 of them stops (stopAfterDenials 3)
         service.hook(pre_tool_use(session="m1", tool_input={"command": "echo same"}))
     service.hook(pre_tool_use(session="m2", tool_input={"command": "echo other"}))
     service.hook(pre_tool_use(session="m2", tool="TodoWrite", tool_input={"todos": []}))
@@ -85,20 +85,21 @@ def test_metrics_parse_and_count_the_decisions(service: Service) -> None:
     }
     assert decisions == {
         (("harness", "claude-code"), ("kind", "allow")): 7,
-        (("harness", "claude-code"), ("kind", "duplicate")): 2,
+        (("harness", "claude-code"), ("kind", "duplicate")): 4,
         (("harness", "codex"), ("kind", "allow")): 1,
     }
-    assert samples[("dsh_circuit_breaker_denials_total", (("harness", "claude-code"),))] == 2
+    assert samples[("dsh_circuit_breaker_denials_total", (("harness", "claude-code"),))] == 4
+    assert samples[("dsh_circuit_breaker_stops_total", (("harness", "claude-code"),))] == 2
     assert samples[("dsh_circuit_breaker_prompts_total", (("harness", "claude-code"),))] == 1
     malformed = ("dsh_circuit_breaker_malformed_events_total", (("harness", "claude-code"),))
     assert samples[malformed] == 1
     assert samples[("dsh_circuit_breaker_agents_tracked", ())] == 2  # m2's prompt reset it
     assert samples[("dsh_circuit_breaker_http_refused_total", (("reason", "token"),))] == 1
     assert samples[("dsh_circuit_breaker_store_errors_total", ())] == 0
-    # Ten judged calls and one prompt are in the latency histogram.
-    assert samples[("dsh_circuit_breaker_decision_seconds_count", ())] == 11
-    assert samples[("dsh_circuit_breaker_decision_seconds_bucket", (("le", "+Inf"),))] == 11
-    assert 0 < samples[("dsh_circuit_breaker_decision_seconds_sum", ())] < 11
+    # Twelve judged calls and one prompt are in the latency histogram.
+    assert samples[("dsh_circuit_breaker_decision_seconds_count", ())] == 13
+    assert samples[("dsh_circuit_breaker_decision_seconds_bucket", (("le", "+Inf"),))] == 13
+    assert 0 < samples[("dsh_circuit_breaker_decision_seconds_sum", ())] < 13
 
 
 def test_store_is_shared_with_command_hooks_and_restarts(
@@ -117,6 +118,22 @@ def test_store_is_shared_with_command_hooks_and_restarts(
         (agent,) = restarted.json("/api/agents")["agents"]
         assert (agent["agent"], agent["calls"], agent["status"]) == ("shared", 6, "denied")
     assert "permissionDecision" in run_hook(event, env).stdout  # and the hook sees it too
+
+
+def test_a_stopped_agent_through_the_api(service: Service) -> None:
+    event = pre_tool_use(session="stuck", tool_input={"command": "loop"})
+    answers = [service.hook(event) for _ in range(9)]
+    assert answers[:6] == [b""] * 6 and all(answers[6:])
+    (agent,) = service.json("/api/agents")["agents"]
+    assert (agent["status"], agent["denialsInARow"], agent["tripped"]) == (
+        "stopped",
+        3,
+        ["duplicate", "stop"],
+    )
+    timeline = service.json("/api/agents/stuck")["timeline"]
+    assert [e["stop"] for e in timeline] == [False] * 8 + [True]
+    kinds = [i["kind"] for i in service.json("/api/incidents")["incidents"]]
+    assert kinds == ["duplicate", "stop"]
 
 
 def test_reset_and_incidents_through_the_api(service: Service) -> None:
@@ -432,5 +449,5 @@ def test_two_guards_on_one_redis_are_one_breaker(tmp_path: Path) -> None:
             thread.join(120)
         assert len(allowed) == 160 and sum(allowed) == 5  # six in all, with the hook's
         (agent,) = one.json("/api/agents")["agents"]
-        assert agent["calls"] == 6 and agent["status"] == "denied"
+        assert agent["calls"] == 6 and agent["status"] == "stopped"  # refused 154 in a row
         assert two.json("/api/agents")["agents"][0]["calls"] == 6

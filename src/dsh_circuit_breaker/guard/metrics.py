@@ -25,6 +25,7 @@ class Metrics:
         self._lock = threading.Lock()
         self.decisions: dict[tuple[str, str], int] = {}
         self.denials: dict[str, int] = {}
+        self.stops: dict[str, int] = {}
         self.prompts: dict[str, int] = {}
         self.malformed: dict[str, int] = {}
         self.refused: dict[str, int] = {}
@@ -34,13 +35,16 @@ class Metrics:
         self._count = 0
         self._sum = 0.0
 
-    def decision(self, harness: str, kind: str | None, seconds: float) -> None:
-        """One judged call: `kind` None when allowed."""
+    def decision(self, harness: str, kind: str | None, seconds: float, stop: bool = False) -> None:
+        """One judged call: `kind` None when allowed; `stop`: the refusal asked the harness
+        to end the agent."""
         with self._lock:
             key = (harness, kind or "allow")
             self.decisions[key] = self.decisions.get(key, 0) + 1
             if kind is not None:
                 self.denials[harness] = self.denials.get(harness, 0) + 1
+            if stop:
+                self.stops[harness] = self.stops.get(harness, 0) + 1
             self._observe(seconds)
 
     def prompt(self, harness: str, seconds: float) -> None:
@@ -89,6 +93,13 @@ class Metrics:
                 "counter",
                 "Tool calls denied, by harness.",
                 (({"harness": h}, n) for h, n in sorted(self.denials.items())),
+            )
+            _family(
+                out,
+                "stops_total",
+                "counter",
+                "Denials that told the harness to end the agent (stopAfterDenials), by harness.",
+                (({"harness": h}, n) for h, n in sorted(self.stops.items())),
             )
             _family(
                 out,

@@ -79,18 +79,19 @@
     const data = await api("/api/agents/" + encodeURIComponent(selected));
     const cells = el("div", null, "cells");
     const rows = el("tbody");
+    const outcome = (event) => (event.allowed ? "ran" : "denied: " + event.kind + (event.stop ? ", stop" : ""));
     for (const event of data.timeline) {
       const cell = el("span", null, "cell" + (event.reset ? " reset" : event.allowed ? "" : " deny"));
       cell.title = event.reset
         ? when(event.time) + " reset (" + event.reset + ")"
-        : when(event.time) + " " + event.tool + (event.allowed ? " ran" : " denied: " + event.kind);
+        : when(event.time) + " " + event.tool + " " + outcome(event);
       cells.appendChild(cell);
     }
     for (const event of data.timeline.slice(-50).reverse()) {
       const row = el("tr");
       row.appendChild(el("td", when(event.time)));
       row.appendChild(el("td", event.reset ? "(reset: " + event.reset + ")" : event.tool, "id"));
-      row.appendChild(el("td", event.reset ? "" : event.allowed ? "ran" : "denied: " + event.kind));
+      row.appendChild(el("td", event.reset ? "" : outcome(event)));
       row.appendChild(el("td", event.reset ? "" : event.count + "/" + event.limit, "num"));
       rows.appendChild(row);
     }

@@ -87,7 +87,7 @@ class Activity:
         self.harness = harness
         self.denials = 0
         self.last_denied = False
-        # (time, tool, kind, count, limit) per call, (time, why) per reset: tuples, since
+        # (time, tool, kind, count, limit, stop) per call, (time, why) per reset: tuples, since
         # AGENTS_REMEMBERED x TIMELINE of them may be held.
         self.timeline: deque[tuple[Any, ...]] = deque(maxlen=TIMELINE)
 
@@ -168,7 +168,7 @@ class Guard:
         seconds = time.perf_counter() - started
         if isinstance(what, Call):
             if decision is not None:
-                self.metrics.decision(name, decision.kind, seconds)
+                self.metrics.decision(name, decision.kind, seconds, decision.stop)
                 self._saw(name, what, decision)
         else:
             self.metrics.prompt(name, seconds)
@@ -188,6 +188,7 @@ class Guard:
                     decision.kind,
                     decision.count,
                     decision.limit,
+                    decision.stop,
                 )
             )
 
@@ -315,7 +316,7 @@ class Guard:
 def _event_json(event: tuple[Any, ...]) -> dict[str, Any]:
     if len(event) == 2:
         return {"time": event[0], "reset": event[1]}
-    when, tool, kind, count, limit = event
+    when, tool, kind, count, limit, stop = event
     return {
         "time": when,
         "tool": tool,
@@ -323,6 +324,7 @@ def _event_json(event: tuple[Any, ...]) -> dict[str, Any]:
         "kind": kind,
         "count": count,
         "limit": limit,
+        "stop": stop,
     }
 
 
@@ -337,7 +339,10 @@ def _event(body: bytes) -> dict[str, Any]:
 
 
 def _status(tripped: list[str], last_denied: bool) -> str:
-    """ok, denied (its last call was, or its next repeat would be) or capped."""
+    """stopped (refused stopAfterDenials times in a row: its harness was told to end it),
+    capped, denied (its last call was, or its next repeat would be) or ok."""
+    if "stop" in tripped:
+        return "stopped"
     if "cap" in tripped:
         return "capped"
     if "duplicate" in tripped or last_denied:
