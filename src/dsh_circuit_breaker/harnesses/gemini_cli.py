@@ -62,12 +62,17 @@ def parse(event: dict[str, Any]) -> Call | Prompt | None:
 
 def answer(decision: Decision) -> str | None:
     """Allow: print nothing. Deny: `decision: "deny"` with the text, exit 0 (exit 2
-    would deny with stderr as the reason)."""
+    would deny with stderr as the reason). Stop: the deny plus `continue: false` and
+    `stopReason`, which Gemini CLI checks first: the call does not run and the agent loop
+    ends; the deny stays, so a Gemini CLI that ignored `continue` would still refuse."""
     if decision.allowed:
         return None
     from ..cjson import canonical
 
-    return canonical({"decision": "deny", "reason": decision.message})
+    out: dict[str, Any] = {"decision": "deny", "reason": decision.message}
+    if decision.stop:
+        out.update({"continue": False, "stopReason": decision.stop_reason})
+    return canonical(out)
 
 
 def probe_events(session: str) -> list[dict[str, Any]]:
