@@ -8,7 +8,9 @@ BeforeTool `tool_name` and `tool_input`; a subagent's calls come through the sam
 with its parent's `session_id` and nothing naming the subagent, so every call of a
 session is keyed by the session. A denial is `{"decision": "deny", "reason": ...}` on
 stdout with exit 0; the model gets `Tool execution blocked: <reason>` as the call's
-error. Gemini CLI counts hook timeouts in milliseconds.
+error. A stop adds `continue: false` and `stopReason`, which end the main agent's loop (a
+subagent takes it as the call's error and goes on). Gemini CLI counts hook timeouts in
+milliseconds.
 """
 
 from __future__ import annotations
