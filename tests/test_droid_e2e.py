@@ -33,6 +33,14 @@ DUPLICATE = (
     "is blocking you."
 )
 DENIAL = "Error: Circuit breaker: this Execute call was NOT run."
+# The breaker's stop text (defaults: the third refusal in a row, of a duplicate).
+STOP = (
+    "Circuit breaker: this agent is being stopped because it no longer reads the breaker's "
+    "answers: it kept calling after its calls were refused (refusals in a row: 3, stop limit: "
+    "3; the last one a Execute call, duplicate). None of the refused calls ran. Look at the "
+    "transcript for what it kept repeating, then restart it with a changed task or "
+    "configuration."
+)
 OFFLINE = {
     "FACTORY_AIRGAP_ENABLED": "1",
     "FACTORY_DROID_AUTO_UPDATE_ENABLED": "false",
@@ -98,9 +106,23 @@ class Run:
         assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
         assert self.model.errors == []
         assert set(self.model.paths) == {"/v1/chat/completions"}
+        assert done.stderr == ""
         result: dict[str, Any] = json.loads(done.stdout)
         assert result["type"] == "result" and result["is_error"] is False, result
         return result
+
+    def hook_outputs(self, session: str) -> dict[str, Any]:
+        """What our PreToolUse hook printed for each call of a session (by call id, an
+        allowed call's empty output left out), from droid's own session transcript."""
+        (path,) = (self.home / ".factory" / "sessions").glob(f"*/{session}.jsonl")
+        found = {}
+        for line in path.read_text().splitlines():
+            message = json.loads(line).get("message") or {}
+            if message.get("hookEventName") == "PreToolUse":
+                (out,) = [r["stdout"] for r in message["hookResults"]]
+                if out:
+                    found[message["hookToolCallId"]] = json.loads(out)
+        return found
 
 
 def execute(command: str, i: int, **more: Any) -> dict[str, Any]:
@@ -121,19 +143,41 @@ def lines(path: Path) -> list[str]:
 
 
 def test_probe_six_run_then_denied(droid: Path, installed: Installed) -> None:
+    # With stopping off, every refusal reaches the model and the run goes on to its end.
     side = installed.home / "work" / "side.txt"
     calls = [execute(f"echo cbprobe4 >> {side}", i) for i in range(10)]
     with FakeOpenAI([*calls, "All ten probe steps attempted."]) as model:
-        run = Run(installed, model)
+        run = Run(installed, model, {"stopAfterDenials": 0})
         result = run("Run the cbprobe4 probe ten times.")
         texts = [model.result_in_next_request(c["id"]).text for c in model.tool_uses()]
     assert lines(side) == ["cbprobe4"] * 6  # six really ran
     assert [t.endswith("\n[Process exited with code 0]") for t in texts[:6]] == [True] * 6
     assert texts[6:] == [DUPLICATE] * 4  # droid's "Error: " and the breaker's text, nothing else
-    # The first duplicate, then the first stop (the third refusal in a row).
-    incident, stop = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    assert result["result"] == "All ten probe steps attempted."
+    (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
     assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "Execute", 6)
-    assert (stop["kind"], stop["count"], stop["limit"]) == ("stop", 3, 3)
+    assert incident["agent"] == result["session_id"]
+
+
+def test_a_looping_agent_is_stopped(droid: Path, installed: Installed) -> None:
+    side = installed.home / "work" / "side.txt"
+    calls = [execute(f"echo loop >> {side}", i % 10) for i in range(20)]
+    with FakeOpenAI([*calls, "Never reached."]) as model:
+        run = Run(installed, model)
+        result = run("Run the loop.")
+        uses = model.tool_uses()
+        refused = [model.result_in_next_request(c["id"]).text for c in uses[6:8]]
+    assert lines(side) == ["loop"] * 6  # six ran; the 7th to 9th did not
+    assert len(uses) == 9 and len(model.requests) == 9  # nothing asked after the 9th call
+    assert refused == [DUPLICATE] * 2
+    # `droid exec` ends as if the model had finished: exit 0, no text, nothing on stderr.
+    assert (result["subtype"], result["result"], result["num_turns"]) == ("success", "", 9)
+    # droid keeps the hook's answer in its session transcript: the deny and the stop.
+    stopping = run.hook_outputs(result["session_id"])[uses[8]["id"]]
+    assert stopping["continue"] is False and stopping["stopReason"] == STOP
+    assert stopping["hookSpecificOutput"]["permissionDecision"] == "deny"
+    incident, stop = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    assert (incident["kind"], stop["kind"], stop["count"]) == ("duplicate", "stop", 3)
     assert incident["agent"] == stop["agent"] == result["session_id"]
 
 
@@ -170,15 +214,17 @@ def results_in(body: dict[str, Any]) -> int:
 
 
 def test_subagent_is_its_own_session(droid: Path, installed: Installed) -> None:
+    # The child loops for ever: 6 run, 2 refused, the 9th stops it; the parent, its own
+    # session, then makes the very same call twice and is not refused.
     side = installed.home / "work" / "side.txt"
     loop = f"echo loop >> {side}"
+    child_requests = []
 
     def respond(body: dict[str, Any]) -> Any:
         done = results_in(body)
         if "PARENT-TASK" not in user_texts(body):  # the subagent's own conversation
-            if done < 8:
-                return execute(loop, done, summary=f"Child attempt number {done + 1}")
-            return "Subagent: the loop was stopped by the circuit breaker."
+            child_requests.append(done)
+            return execute(loop, done, summary=f"Child attempt number {done + 1}")
         if done == 0:
             task = {
                 "subagent_type": "worker",
@@ -197,13 +243,21 @@ def test_subagent_is_its_own_session(droid: Path, installed: Installed) -> None:
         texts = {r.call_id: r.text for r in model.tool_results()}
         uses = model.tool_uses()
     runs = [u for u in uses if u["name"] == "Execute"]
-    child = [texts[u["id"]] for u in runs if u["input"]["summary"].startswith("Child")]
+    child = [texts.get(u["id"]) for u in runs if u["input"]["summary"].startswith("Child")]
     parent = [texts[u["id"]] for u in runs if u["input"]["summary"].startswith("Parent")]
-    assert [t.startswith(DENIAL) for t in child] == [False] * 6 + [True] * 2
+    assert child_requests == list(range(9))  # no child request after its 9th call
+    assert len(child) == 9 and child[8] is None  # no result: the child ended on that call
+    assert [t.startswith(DENIAL) for t in child[:8] if t] == [False] * 6 + [True] * 2
     assert [t.startswith(DENIAL) for t in parent] == [False, False]
     assert lines(side) == ["loop"] * 8
-    (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
-    assert incident["agent"] != result["session_id"]  # the subagent's own session id
+    incident, stop = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    assert (incident["kind"], stop["kind"]) == ("duplicate", "stop")
+    assert incident["agent"] == stop["agent"] != result["session_id"]  # the child's session
+    # The parent's next request came, with the Task's result: a child with no output.
+    task = texts[next(u["id"] for u in uses if u["name"] == "Task")]
+    assert "The subagent session completed but did not return any output." in task
+    assert f"{stop['agent']}.jsonl" in task
+    assert result["result"] == "Parent: done."
 
 
 CHECK_SCRIPT = """import pathlib

@@ -30,6 +30,17 @@ from support.installed import Installed
 
 GEMINI = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "gemini"
 BLOCKED = "Tool execution blocked: Circuit breaker: this run_shell_command call was NOT run."
+# The breaker's stop text (defaults: the third refusal in a row, of a duplicate), and what
+# Gemini CLI makes of it: the stopping call's result, and the line `gemini -p` ends with.
+STOP = (
+    "Circuit breaker: this agent is being stopped because it no longer reads the breaker's "
+    "answers: it kept calling after its calls were refused (refusals in a row: 3, stop limit: "
+    "3; the last one a run_shell_command call, duplicate). None of the refused calls ran. Look "
+    "at the transcript for what it kept repeating, then restart it with a changed task or "
+    "configuration."
+)
+STOPPED = "Agent execution stopped by hook: "
+STOPPED_LINE = f"Agent execution stopped: {STOPPED}{STOP}"
 MODEL = "gemini-2.5-flash"  # named, so the CLI does not first ask a router model to choose
 SETTINGS = {
     "security": {"auth": {"selectedType": "gemini-api-key"}},
@@ -121,7 +132,11 @@ class Run:
         self.installed = installed
         self.incidents = home / ".local" / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
 
-    def __call__(self, model: FakeGemini, prompt: str, *more: str) -> dict[str, Any]:
+    def __call__(
+        self, model: FakeGemini, prompt: str, *more: str, output: str = "json"
+    ) -> dict[str, Any]:
+        """One `gemini -p` run; its JSON result (`-o json`), else {}. `self.stdout` and
+        `self.stderr` keep what it printed."""
         trap = Trap()
         env = dict(
             self.env,
@@ -134,7 +149,7 @@ class Run:
         )
         try:
             done = run_group(
-                [str(GEMINI), "-p", prompt, "--yolo", "-o", "json", "-m", MODEL, *more],
+                [str(GEMINI), "-p", prompt, "--yolo", "-o", output, "-m", MODEL, *more],
                 env=env,
                 cwd=self.work,
             )
@@ -144,8 +159,9 @@ class Run:
         assert model.errors == []
         assert trap.hits == [], "a request tried to leave loopback"
         assert model.paths and all(p.endswith(API_PATHS) for p in model.paths), model.paths
-        output: dict[str, Any] = json.loads(done.stdout)
-        return output
+        self.stdout, self.stderr = done.stdout, done.stderr
+        result: dict[str, Any] = json.loads(done.stdout) if output == "json" else {}
+        return result
 
     def incident_lines(self) -> list[dict[str, Any]]:
         if not self.incidents.exists():
@@ -188,7 +204,8 @@ def shell(command: str, description: str) -> dict[str, Any]:
 
 
 def test_probe_six_run_then_blocked(gemini: Path, installed: Installed) -> None:
-    run = Run(installed)
+    # With stopping off, every refusal reaches the model and the run goes on to its end.
+    run = Run(installed, {"stopAfterDenials": 0})
     side = run.work / "side.txt"
     calls = [shell(f"echo cbprobe4 >> {side}", f"Probe step {i}") for i in range(1, 11)]
     with FakeGemini([*calls, "All ten probe steps attempted."]) as model:
@@ -202,6 +219,8 @@ def test_probe_six_run_then_blocked(gemini: Path, installed: Installed) -> None:
         assert blocked.raw["response"] == {"error": blocked.text}
         assert blocked.text.startswith(BLOCKED)
         assert "as often as allowed (runs: 6, limit: 6)" in blocked.text
+    assert output["response"] == "All ten probe steps attempted."
+    assert STOPPED not in run.stderr
     assert run.incident_lines() == [
         {
             "time": run.incident_lines()[0]["time"],
@@ -211,15 +230,28 @@ def test_probe_six_run_then_blocked(gemini: Path, installed: Installed) -> None:
             "limit": 6,
             "agent": output["session_id"],  # Gemini CLI's session id reaches the hook
         },
-        {  # the third refusal in a row is the agent's first stop (stopAfterDenials 3)
-            "time": run.incident_lines()[1]["time"],
-            "kind": "stop",
-            "tool": "run_shell_command",
-            "count": 3,
-            "limit": 3,
-            "agent": output["session_id"],
-        },
     ]
+
+
+def test_a_looping_agent_is_stopped(gemini: Path, installed: Installed) -> None:
+    # The model repeats one command for ever; text output, as a person at a terminal runs it.
+    run = Run(installed)
+    side = run.work / "side.txt"
+    calls = [shell(f"echo loop >> {side}", f"Loop step {i}") for i in range(1, 21)]
+    with FakeGemini([*calls, "Never reached."]) as model:
+        run(model, "Run the loop.", output="text")
+    assert side_lines(side) == ["loop"] * 6  # six ran; the 7th to 9th did not
+    uses = model.tool_uses()
+    assert len(uses) == 9 and len(model.model_requests) == 9  # nothing asked after the 9th
+    refused = [model.result_in_next_request(c["id"]) for c in uses[6:8]]
+    assert [r.text.startswith(BLOCKED) for r in refused] == [True, True]
+    assert run.stdout.strip() == ""  # the model wrote no text
+    lines = run.stderr.splitlines()
+    assert f"Error executing tool run_shell_command: {STOPPED}{STOP}" in lines
+    assert lines[-1] == STOPPED_LINE
+    duplicate, stop = run.incident_lines()
+    assert (duplicate["kind"], stop["kind"], stop["count"]) == ("duplicate", "stop", 3)
+    assert duplicate["agent"] == stop["agent"]
 
 
 CHECK_SCRIPT = """import pathlib
@@ -267,8 +299,9 @@ def declared_tools(body: dict[str, Any]) -> set[str]:
 
 def test_a_subagent_is_keyed_by_its_parents_session(gemini: Path, installed: Installed) -> None:
     # Gemini CLI gives a subagent's BeforeTool events its parent's session_id and nothing
-    # naming the subagent: the looping subagent is denied, and its calls count for the
-    # whole session (the limit docs/gemini-cli.md states).
+    # naming the subagent: the looping subagent is denied, and its refusals count for the
+    # whole session (the limit docs/gemini-cli.md states): the parent repeating the
+    # subagent's command right after it is its third refusal in a row, and the run stops.
     run = Run(installed)
     side = run.work / "side.txt"
     loop = f"echo loop >> {side}"
@@ -284,9 +317,7 @@ def test_a_subagent_is_keyed_by_its_parents_session(gemini: Path, installed: Ins
             return tool_call("invoke_agent", delegate)
         if done == 1:
             return shell(loop, "the subagent's command, from the parent")
-        if done == 2:
-            return shell(f"echo parent >> {side}", "a different command")
-        return "Parent: done."
+        return shell(f"echo parent >> {side}", "a different command")  # never asked for
 
     with FakeGemini([], after=respond) as model:
         output = run(model, "PARENT-TASK: delegate the loop, then check.")
@@ -298,13 +329,49 @@ def test_a_subagent_is_keyed_by_its_parents_session(gemini: Path, installed: Ins
     delegated = results[next(u["id"] for u in model.tool_uses() if u["name"] == "invoke_agent")]
     # complete_task is exempt: the subagent handed its result back, though it had looped.
     assert not delegated.is_error and "The loop was refused." in delegated.text, delegated
-    assert results[by_description["the subagent's command, from the parent"]].is_error
-    assert not results[by_description["a different command"]].is_error
-    assert side_lines(side) == ["loop"] * 6 + ["parent"]
-    # The subagent's two refusals and its parent's one are three in a row: one key.
+    stopping = by_description["the subagent's command, from the parent"]
+    assert model.tool_uses()[-1]["id"] == stopping  # the parent's run ended on it
+    assert "a different command" not in by_description
+    assert side_lines(side) == ["loop"] * 6
+    # -o json prints no stop line; the tool error line on stderr still names the stop.
+    assert f"Error executing tool run_shell_command: {STOPPED}{STOP}" in run.stderr
     incident, stop = run.incident_lines()
     assert (incident["kind"], stop["kind"]) == ("duplicate", "stop")
     assert incident["agent"] == stop["agent"] == output["session_id"]  # no subagent part
+
+
+def test_a_stop_inside_a_subagent_does_not_end_it(gemini: Path, installed: Installed) -> None:
+    # Gemini CLI 0.61.0 ends only the main agent's loop on `continue: false`; a subagent
+    # gets the stop as the call's error and goes on (to complete_task or its turn limit).
+    # The call still never runs, and the parent goes on after the subagent.
+    run = Run(installed)
+    side = run.work / "side.txt"
+
+    def respond(body: dict[str, Any]) -> Any:
+        done = len(function_responses_of(body))
+        if "invoke_agent" not in declared_tools(body):
+            if done < 12:
+                return shell(f"echo loop >> {side}", f"attempt {done + 1}")
+            return tool_call("complete_task", {"result": {"response": "Gave up on the loop."}})
+        if done == 0:
+            return tool_call("invoke_agent", {"agent_name": "generalist", "prompt": SUBAGENT_MARK})
+        if done == 1:
+            return shell(f"echo parent >> {side}", "a different command")
+        return "Parent: done."
+
+    with FakeGemini([], after=respond) as model:
+        output = run(model, "PARENT-TASK: delegate the loop, then check.")
+    by_description = {u["input"].get("description"): u["id"] for u in model.tool_uses()}
+    results = {r.call_id: r for r in model.tool_results()}
+    sub = [results[by_description[f"attempt {i}"]] for i in range(1, 13)]
+    assert [r.is_error for r in sub] == [False] * 6 + [True] * 6
+    assert [r.text.startswith(BLOCKED) for r in sub[6:8]] == [True, True]
+    assert sub[8].text == STOPPED + STOP  # what the subagent's model is told instead
+    assert all(r.text.startswith(STOPPED + STOP[:60]) for r in sub[9:])
+    assert side_lines(side) == ["loop"] * 6 + ["parent"]
+    assert not results[by_description["a different command"]].is_error
+    assert output["response"] == "Parent: done."
+    assert "Agent execution stopped:" not in run.stderr
 
 
 @pytest.mark.parametrize("reset", [True, False])
@@ -324,12 +391,14 @@ def test_a_new_user_prompt_starts_the_session_afresh(
     with FakeGemini([call(8), call(9), "Done."]) as second:
         two = run(second, "Try it once more, differently.", "--resume", "latest")
     assert two["session_id"] == one["session_id"]
-    new = [second.result_in_next_request(c["id"]) for c in second.tool_uses()]
     if reset:
+        new = [second.result_in_next_request(c["id"]) for c in second.tool_uses()]
         assert [r.is_error for r in new] == [False, False]
         assert side_lines(side) == ["again"] * 8
-    else:  # the count carries over the whole session
-        assert [r.is_error for r in new] == [True, True]
+    else:  # the count carries over the whole session, and so do the refusals in a row
+        assert second.result_in_next_request(second.tool_uses()[0]["id"]).text.startswith(BLOCKED)
+        assert len(second.model_requests) == 2  # the second call, the third refusal, stopped
+        assert f"{STOPPED}{STOP}" in run.stderr
         assert side_lines(side) == ["again"] * 6
 
 

@@ -2,7 +2,8 @@
 `UserPromptSubmit`) under `hooks` in droid's settings file: `~/.factory/settings.json`
 ($FACTORY_HOME_OVERRIDE replaces the home directory) for the user,
 `<project>/.factory/settings.json` for a project. Events and answers are Claude Code's
-(`_pretooluse`); droid sends no subagent id.
+(`_pretooluse`), plus `continue: false` and `stopReason` on a stop, which end the session
+(a `Task` subagent is a session of its own); droid sends no subagent id.
 
 droid also reads a `hooks.json` beside the settings file (else `hooks/hooks.json`), the
 file its own hook editor writes, and an event defined there replaces the settings file's
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    from ..breaker import Decision
+
 NAME = "droid"
 LABEL = "Factory droid"
 CLI = "droid"
@@ -29,11 +32,26 @@ EXEMPT = ("TodoWrite", "AskUser", "ExitSpecMode")
 ANNOTATION_ARGS = ("summary", "riskLevel", "riskLevelReason")
 
 parse = _pretooluse.parse
-answer = _pretooluse.answer
 
 SCOPES = ("user", "project")
 FILE_OPTION = "--settings"
 SETTINGS_EVENTS = _pretooluse.EVENTS
+
+
+def answer(decision: Decision) -> str | None:
+    """Allow: print nothing. Deny: Claude Code's `permissionDecision: "deny"`, exit 0.
+    Stop: the deny plus `continue: false` and `stopReason`, which droid checks before any
+    permissionDecision: the call does not run and `droid exec` ends; the deny stays, so a
+    droid that ignored `continue` would still refuse. (Exit 3, droid's other abort, ends
+    `droid exec` the same way; `continue` keeps the hook's one exit status, 0.)"""
+    if decision.allowed:
+        return None
+    from ..cjson import canonical
+
+    out = _pretooluse.deny_output(decision)
+    if decision.stop:
+        out.update({"continue": False, "stopReason": decision.stop_reason})
+    return canonical(out)
 
 
 def probe_events(session: str) -> list[dict[str, Any]]:

@@ -8,7 +8,9 @@ BeforeTool `tool_name` and `tool_input`; a subagent's calls come through the sam
 with its parent's `session_id` and nothing naming the subagent, so every call of a
 session is keyed by the session. A denial is `{"decision": "deny", "reason": ...}` on
 stdout with exit 0; the model gets `Tool execution blocked: <reason>` as the call's
-error. Gemini CLI counts hook timeouts in milliseconds.
+error. A stop adds `continue: false` and `stopReason`, which end the main agent's loop (a
+subagent takes it as the call's error and goes on). Gemini CLI counts hook timeouts in
+milliseconds.
 """
 
 from __future__ import annotations
@@ -62,12 +64,17 @@ def parse(event: dict[str, Any]) -> Call | Prompt | None:
 
 def answer(decision: Decision) -> str | None:
     """Allow: print nothing. Deny: `decision: "deny"` with the text, exit 0 (exit 2
-    would deny with stderr as the reason)."""
+    would deny with stderr as the reason). Stop: the deny plus `continue: false` and
+    `stopReason`, which Gemini CLI checks first: the call does not run and the agent loop
+    ends; the deny stays, so a Gemini CLI that ignored `continue` would still refuse."""
     if decision.allowed:
         return None
     from ..cjson import canonical
 
-    return canonical({"decision": "deny", "reason": decision.message})
+    out: dict[str, Any] = {"decision": "deny", "reason": decision.message}
+    if decision.stop:
+        out.update({"continue": False, "stopReason": decision.stop_reason})
+    return canonical(out)
 
 
 def probe_events(session: str) -> list[dict[str, Any]]:
