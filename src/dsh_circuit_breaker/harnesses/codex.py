@@ -24,7 +24,7 @@ ANNOTATION_ARGS: tuple[str, ...] = ()
 NOTE = "Codex runs new hooks only once trusted: open Codex and approve them in /hooks."
 
 parse = _pretooluse.parse
-answer = _pretooluse.answer
+answer = _pretooluse.deny_only
 probe_events = _pretooluse.probe_events
 
 SCOPES = ("user", "project")

@@ -29,7 +29,7 @@ EXEMPT = ()  # todo_write, ask_user_question, exit_plan_mode: SPEC's defaults al
 # (command, is_background, timeout, directory) change what runs.
 ANNOTATION_ARGS: tuple[str, ...] = ()
 
-answer = _pretooluse.answer
+answer = _pretooluse.deny_only
 
 SCOPES = ("user", "project")
 FILE_OPTION = "--settings"
