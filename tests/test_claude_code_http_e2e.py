@@ -150,6 +150,8 @@ def test_probe_over_http_with_no_hook_process(claude: Path, installed: Installed
         assert decisions(service) == {"allow": 6, "duplicate": 3}
         samples = metric_samples(service.metrics())
         assert samples[("dsh_circuit_breaker_prompts_total", (("harness", "claude-code"),))] == 1
+        # The 9th call only: the session ended with it.
+        assert samples[("dsh_circuit_breaker_stops_total", (("harness", "claude-code"),))] == 1
         (agent,) = service.json("/api/agents")["agents"]
         assert agent["agent"] == events[-1]["session_id"]
         assert (agent["harness"], agent["calls"], agent["denials"]) == ("claude-code", 6, 3)
