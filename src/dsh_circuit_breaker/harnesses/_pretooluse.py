@@ -2,7 +2,8 @@
 stdin with `session_id`, `hook_event_name`, `tool_name`, `tool_input`, `tool_use_id`,
 plus `agent_id` inside a subagent and `prompt` on UserPromptSubmit.
 
-A harness that speaks it borrows these by assignment (`parse = _pretooluse.parse`).
+A harness that speaks it borrows these by assignment (`parse = _pretooluse.parse`); one
+whose `PreToolUse` cannot end the agent answers with `deny_only` in place of `answer`.
 """
 
 from __future__ import annotations
