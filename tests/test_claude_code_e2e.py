@@ -105,23 +105,65 @@ def side_lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_probe_six_run_then_denied(claude: Path, installed: Installed) -> None:
+STOP_TEXT = (
+    "Circuit breaker: this agent is being stopped because it no longer reads the breaker's "
+    "answers: it kept calling after its calls were refused (refusals in a row: 3, stop "
+    "limit: 3; the last one a Bash call, duplicate). None of the refused calls ran. Look at "
+    "the transcript for what it kept repeating, then restart it with a changed task or "
+    "configuration."
+)
+
+
+def probe_calls(side: Path, count: int = 10) -> list[dict[str, Any]]:
+    return [
+        tool_use("Bash", {"command": f"echo cbprobe4 >> {side}", "description": f"Probe step {i}"})
+        for i in range(1, count + 1)
+    ]
+
+
+def stops_in(transcript: Path) -> list[dict[str, Any]]:
+    """The `hook_stopped_continuation` attachments Claude Code wrote into a transcript."""
+    found = []
+    for line in transcript.read_text().splitlines():
+        entry = json.loads(line)
+        attachment = entry.get("attachment") or {}
+        if entry.get("type") == "attachment" and attachment.get("type") == (
+            "hook_stopped_continuation"
+        ):
+            found.append(attachment)
+    return found
+
+
+def test_probe_six_run_then_the_session_is_stopped(claude: Path, installed: Installed) -> None:
     run = Run(installed)
     side = run.work / "side.txt"
-    calls = [
-        tool_use("Bash", {"command": f"echo cbprobe4 >> {side}", "description": f"Probe step {i}"})
-        for i in range(1, 11)
-    ]
+    calls = probe_calls(side)
     with FakeAnthropic([*calls, "All ten probe steps attempted."]) as model:
         events = run(model, "Run the cbprobe4 probe ten times.")
     assert side_lines(side) == ["cbprobe4"] * 6  # six really ran
+    # Nine calls asked for; the ninth (the third refusal in a row) stopped the session:
+    # no model request came after it, so its refusal never reached the model.
+    assert len(model.model_requests) == 9
+    uses = model.tool_uses()
+    assert len(uses) == 9
     results = model.tool_results()
-    assert [r.call_id for r in results] == [c["id"] for c in model.tool_uses()]
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 4
+    assert [r.call_id for r in results] == [u["id"] for u in uses[:8]]
+    assert [r.is_error for r in results] == [False] * 6 + [True] * 2
     for denied in results[6:]:
         assert DENIAL_START in denied.text  # our text, as an error tool result
         assert "as often as allowed (runs: 6, limit: 6)" in denied.text
-    session = events[-1]["session_id"]
+    # The headless result: not an error, `terminal_reason` names the hook's stop; the stop
+    # reason itself is not in it (nor anywhere on stdout).
+    result = events[-1]
+    assert (result["subtype"], result["terminal_reason"], result["result"]) == (
+        "success",
+        "hook_stopped",
+        "",
+    )
+    assert not any("being stopped" in json.dumps(event) for event in events)
+    denied_ids = {d["tool_use_id"] for d in result["permission_denials"]}
+    assert denied_ids == {u["id"] for u in uses[6:]}  # the stopping call was refused too
+    session = result["session_id"]
     incidents = [json.loads(line) for line in run.incidents.read_text().splitlines()]
     assert incidents == [
         {
@@ -142,11 +184,29 @@ def test_probe_six_run_then_denied(claude: Path, installed: Installed) -> None:
             "agent": session,
         },
     ]
-    # The CLI counts our denials as permission denials, and the transcript holds them.
-    denied_ids = {d["tool_use_id"] for d in events[-1]["permission_denials"]}
-    assert denied_ids == {r.call_id for r in results[6:]}
+    # The transcript holds the three refusals and the stop reason, as Claude Code's
+    # "hook stopped continuation" note on the stopping call.
     (transcript,) = run.transcripts()
-    assert transcript.read_text().count(DENIAL_START) >= 4
+    assert transcript.read_text().count(DENIAL_START) >= 3
+    (stop,) = stops_in(transcript)
+    assert stop["message"] == STOP_TEXT
+    assert (stop["hookName"], stop["toolUseID"]) == ("PreToolUse:Bash", uses[8]["id"])
+
+
+def test_with_stop_off_the_session_goes_on(claude: Path, installed: Installed) -> None:
+    run = Run(installed, {"stopAfterDenials": 0})
+    side = run.work / "side.txt"
+    with FakeAnthropic([*probe_calls(side), "All ten probe steps attempted."]) as model:
+        events = run(model, "Run the cbprobe4 probe ten times.")
+    assert side_lines(side) == ["cbprobe4"] * 6
+    assert len(model.model_requests) == 11  # every refusal answered, then the final text
+    assert [r.is_error for r in model.tool_results()] == [False] * 6 + [True] * 4
+    assert events[-1]["terminal_reason"] != "hook_stopped"
+    assert events[-1]["result"] == "All ten probe steps attempted."
+    (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    assert incident["kind"] == "duplicate"
+    (transcript,) = run.transcripts()
+    assert stops_in(transcript) == []
 
 
 SUBAGENT_MARK = "SUBAGENT-TASK: run the loop"
@@ -167,7 +227,9 @@ def count_results(body: dict[str, Any]) -> int:
     return len(tool_results_of(body))
 
 
-def test_only_the_looping_subagent_is_denied(claude: Path, installed: Installed) -> None:
+def test_a_looping_subagent_is_stopped_while_the_parent_goes_on(
+    claude: Path, installed: Installed
+) -> None:
     run = Run(installed)
     side = run.work / "side.txt"
     loop = {"command": f"echo loop >> {side}", "description": "try again"}
@@ -175,16 +237,16 @@ def test_only_the_looping_subagent_is_denied(claude: Path, installed: Installed)
     def respond(body: dict[str, Any]) -> Any:
         done = count_results(body)
         if SUBAGENT_MARK in first_user_text(body):
-            # The subagent: eight identical calls, then a report.
-            if done < 8:
-                return tool_use("Bash", dict(loop, description=f"attempt {done + 1}"))
-            return "Subagent: the loop was stopped by the circuit breaker."
-        # The parent: delegate once, then make the same call twice itself, then finish.
+            # The subagent: the same call forever, whatever it is told.
+            return tool_use("Bash", dict(loop, description=f"attempt {done + 1}"))
+        # The parent: delegate once (waiting for the result), then make the same call
+        # twice itself, then finish.
         if done == 0:
             task = {
                 "description": "loop task",
                 "prompt": SUBAGENT_MARK,
                 "subagent_type": "general-purpose",
+                "run_in_background": False,
             }
             return tool_use("Agent", task)
         if done < 3:
@@ -193,30 +255,44 @@ def test_only_the_looping_subagent_is_denied(claude: Path, installed: Installed)
 
     with FakeAnthropic([], after=respond) as model:
         events = run(model, "PARENT-TASK: delegate the loop, then check it twice.", "Bash Agent")
-    uses = {u["id"]: u for u in model.tool_uses()}
+    uses = model.tool_uses()
     results = {r.call_id: r for r in model.tool_results()}
-    sub_calls = [
-        u["id"]
-        for u in model.tool_uses()
-        if u["name"] == "Bash" and u["input"]["description"].startswith("attempt")
+    sub_calls = [u["id"] for u in uses if u["input"].get("description", "").startswith("attempt")]
+    parent_calls = [u["id"] for u in uses if u["input"].get("description", "").startswith("parent")]
+    # The subagent: 6 ran, 2 refused, the 9th refused and the subagent ended: no request
+    # of the subagent's came after it, so that refusal never reached its model.
+    assert len(sub_calls) == 9
+    sub_requests = [b for b in model.model_requests if SUBAGENT_MARK in first_user_text(b)]
+    assert len(sub_requests) == 9
+    assert [results[i].is_error for i in sub_calls[:8]] == [False] * 6 + [True] * 2
+    assert all(DENIAL_START in results[i].text for i in sub_calls[6:8])
+    assert sub_calls[8] not in results
+    # The parent got the Agent result (the subagent ended with no report) and went on:
+    # its next request, then its two calls of the very same command, which ran (its own
+    # agent), then its final answer.
+    agent_use = next(u["id"] for u in uses if u["name"] == "Agent")
+    requests = model.model_requests
+    carrying = [
+        i for i, b in enumerate(requests) if agent_use in {r.call_id for r in tool_results_of(b)}
     ]
-    parent_calls = [
-        u["id"]
-        for u in model.tool_uses()
-        if u["name"] == "Bash" and u["input"]["description"].startswith("parent")
-    ]
-    assert len(sub_calls) == 8 and len(parent_calls) == 2
-    assert [results[i].is_error for i in sub_calls] == [False] * 6 + [True] * 2
-    assert all(DENIAL_START in results[i].text for i in sub_calls[6:])
-    # The parent, same session, ran the very same command: it is its own agent.
+    last_sub = max(i for i, b in enumerate(requests) if SUBAGENT_MARK in first_user_text(b))
+    assert carrying and carrying[0] == last_sub + 1  # the parent's next request, at once
+    handed_back = results[agent_use]
+    assert not handed_back.is_error
+    assert "(Subagent completed but returned no output.)" in handed_back.text
     assert [results[i].is_error for i in parent_calls] == [False, False]
     assert side_lines(side) == ["loop"] * 8
-    agent_use = next(i for i, u in uses.items() if u["name"] == "Agent")
-    assert not results[agent_use].is_error
-    (incident,) = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    assert events[-1]["result"] == "Parent: done."
+    assert events[-1]["terminal_reason"] != "hook_stopped"
     session = events[-1]["session_id"]
-    assert incident["agent"].startswith(session + "/")  # session plus the subagent's id
-    assert len(incident["agent"]) > len(session) + 1
+    incidents = [json.loads(line) for line in run.incidents.read_text().splitlines()]
+    assert [i["kind"] for i in incidents] == ["duplicate", "stop"]
+    agents = {i["agent"] for i in incidents}
+    (agent,) = agents
+    assert agent.startswith(session + "/") and len(agent) > len(session) + 1  # the subagent's
+    stops = [stop for path in run.transcripts() for stop in stops_in(path)]
+    assert [stop["message"] for stop in stops] == [STOP_TEXT]
+    assert stops[0]["toolUseID"] == sub_calls[8]
 
 
 CHECK_SCRIPT = """import pathlib
@@ -270,12 +346,15 @@ def test_a_new_user_prompt_starts_the_main_agent_afresh(
     with FakeAnthropic([call(8), call(9), "Done."]) as second:
         two = run(second, "Try it once more, differently.", "Bash", "--continue")
     assert two[-1]["session_id"] == one[-1]["session_id"]
-    new_results = second.tool_results()[-2:]
+    eight, nine = (u["id"] for u in second.tool_uses())
     if reset:
-        assert [r.is_error for r in new_results] == [False, False]
+        assert [second.result_in_next_request(i).is_error for i in (eight, nine)] == [False] * 2
         assert side_lines(side) == ["again"] * 8
-    else:  # the count carries over the whole session
-        assert [r.is_error for r in new_results] == [True, True]
+        assert two[-1]["result"] == "Done."
+    else:  # the count carries over the whole session: the 9th call is the 3rd refusal
+        assert second.result_in_next_request(eight).is_error
+        assert len(second.model_requests) == 2  # stopped at the 9th, no request after it
+        assert two[-1]["terminal_reason"] == "hook_stopped"
         assert side_lines(side) == ["again"] * 6
 
 

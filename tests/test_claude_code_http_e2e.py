@@ -99,14 +99,22 @@ def probe_calls(side: Path) -> list[dict[str, Any]]:
     ]
 
 
-def assert_probe(model: FakeAnthropic, side: Path) -> None:
+def assert_probe(model: FakeAnthropic, side: Path, events: list[dict[str, Any]]) -> None:
+    """Six ran, the 7th and 8th were refused with the text in the very next model request,
+    and the 9th (the third refusal in a row) was refused and ended the session: no model
+    request after it."""
     assert side.read_text().splitlines() == ["cbprobe4"] * 6  # six really ran
+    uses = model.tool_uses()
+    assert len(uses) == 9 and len(model.model_requests) == 9
     results = model.tool_results()
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 4
-    for use in model.tool_uses()[6:]:  # the text is in the very next model request
+    assert [r.is_error for r in results] == [False] * 6 + [True] * 2
+    for use in uses[6:8]:
         denied = model.result_in_next_request(use["id"])
         assert denied.is_error and DENIAL_START in denied.text
         assert "(runs: 6, limit: 6)" in denied.text
+    result = events[-1]
+    assert (result["is_error"], result["terminal_reason"]) == (False, "hook_stopped")
+    assert {d["tool_use_id"] for d in result["permission_denials"]} == {u["id"] for u in uses[6:]}
 
 
 def assert_no_hook_process(session: Session, address: str) -> None:
@@ -136,16 +144,17 @@ def test_probe_over_http_with_no_hook_process(claude: Path, installed: Installed
         side = session.work / "side.txt"
         with FakeAnthropic([*probe_calls(side), "All ten probe steps attempted."]) as model:
             events = session.run(model, "Run the cbprobe4 probe ten times.")
-        assert events[-1]["is_error"] is False
-        assert_probe(model, side)
+        assert_probe(model, side, events)
         assert_no_hook_process(session, address)
         assert len(session.python_starts()) == 1  # one per session, none per call
-        assert decisions(service) == {"allow": 6, "duplicate": 4}
+        assert decisions(service) == {"allow": 6, "duplicate": 3}
         samples = metric_samples(service.metrics())
         assert samples[("dsh_circuit_breaker_prompts_total", (("harness", "claude-code"),))] == 1
+        # The 9th call only: the session ended with it.
+        assert samples[("dsh_circuit_breaker_stops_total", (("harness", "claude-code"),))] == 1
         (agent,) = service.json("/api/agents")["agents"]
         assert agent["agent"] == events[-1]["session_id"]
-        assert (agent["harness"], agent["calls"], agent["denials"]) == ("claude-code", 6, 4)
+        assert (agent["harness"], agent["calls"], agent["denials"]) == ("claude-code", 6, 3)
 
 
 def test_session_start_starts_the_guard(claude: Path, installed: Installed) -> None:
@@ -160,8 +169,8 @@ def test_session_start_starts_the_guard(claude: Path, installed: Installed) -> N
     assert health(f"http://{address}", token) is None  # nothing answers before the session
     try:
         with FakeAnthropic([*probe_calls(side), "Done."]) as model:
-            session.run(model, "Run the cbprobe4 probe ten times.")
-        assert_probe(model, side)
+            events = session.run(model, "Run the cbprobe4 probe ten times.")
+        assert_probe(model, side, events)
         assert_no_hook_process(session, address)
     finally:
         answer = health(f"http://{address}", token)

@@ -99,21 +99,28 @@ class Run:
         return done.stderr
 
 
-def probe(side: Path) -> list[dict[str, object]]:
-    return [function_call("exec_command", {"cmd": f"echo cbprobe4 >> {side}"}) for _ in range(10)]
+def probe(side: Path, count: int = 10) -> list[dict[str, object]]:
+    return [
+        function_call("exec_command", {"cmd": f"echo cbprobe4 >> {side}"}) for _ in range(count)
+    ]
 
 
-def test_probe_six_run_then_blocked(codex: Path, installed: Installed) -> None:
+def test_probe_six_run_then_blocked_past_the_stop(codex: Path, installed: Installed) -> None:
+    # Codex cannot be stopped from PreToolUse (it rejects `continue` there, and with it the
+    # whole answer, deny included), so the stop is answered as a plain deny: every call
+    # past the stop point (the 9th on) is still refused, and the run goes on.
     run = Run(installed)
     side = run.work / "side.txt"
-    with FakeOpenAI([*probe(side), "All ten probe steps attempted."]) as model:
-        log = run(model, "Run the cbprobe4 probe ten times.")
+    with FakeOpenAI([*probe(side, 14), "All fourteen probe steps attempted."]) as model:
+        log = run(model, "Run the cbprobe4 probe fourteen times.")
     assert side.read_text().splitlines() == ["cbprobe4"] * 6  # six really ran
     outputs = model.tool_results()
     assert [o.call_id for o in outputs] == [c["id"] for c in model.tool_uses()]
-    assert [o.text.startswith(BLOCKED) for o in outputs] == [False] * 6 + [True] * 4
+    assert [o.text.startswith(BLOCKED) for o in outputs] == [False] * 6 + [True] * 8
     for blocked in outputs[6:]:
         assert "as often as allowed (runs: 6, limit: 6)" in blocked.text
+    assert len(model.model_requests) == 15  # every refusal answered, then the final text
+    assert "hook: PreToolUse Failed" not in log  # Codex took every answer as valid
     session = re.search(r"session id: (\S+)", log)
     assert session is not None
     # The first duplicate, then the first stop (the third refusal in a row).
@@ -121,6 +128,34 @@ def test_probe_six_run_then_blocked(codex: Path, installed: Installed) -> None:
     assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "Bash", 6)
     assert (stop["kind"], stop["count"], stop["limit"]) == ("stop", 3, 3)
     assert incident["agent"] == stop["agent"] == session.group(1)  # Codex's session id
+
+
+# Claude Code's stop answer (the deny plus `continue: false`), printed for every call.
+CLAUDE_STOP_HOOK = """import json, sys
+from dsh_circuit_breaker.breaker import Decision
+from dsh_circuit_breaker.harnesses import claude_code
+if json.load(sys.stdin).get("hook_event_name") == "PreToolUse":
+    stop = Decision(False, "duplicate", "DENIED", 6, 6, stop=True, stop_reason="STOPPED")
+    print(claude_code.answer(stop))
+"""
+
+
+def test_a_stop_beside_the_deny_would_lose_the_deny(codex: Path, installed: Installed) -> None:
+    # Why codex answers a stop with the plain deny: Claude Code's stop answer makes Codex
+    # fail the hook, so the call runs and the run goes on. This pins down that limit.
+    run = Run(installed)
+    script = run.home / "claude-stop-hook.py"
+    script.write_text(CLAUDE_STOP_HOOK)
+    hooks = json.loads((run.codex_home / "hooks.json").read_text())
+    hooks["hooks"]["PreToolUse"][0]["hooks"][0]["command"] = f"{installed.python} {script}"
+    (run.codex_home / "hooks.json").write_text(json.dumps(hooks))
+    side = run.work / "side.txt"
+    with FakeOpenAI([*probe(side, 2), "Done."]) as model:
+        log = run(model, "Run the cbprobe4 probe twice.")
+    assert side.read_text().splitlines() == ["cbprobe4"] * 2  # both ran: the deny was lost
+    assert not any("DENIED" in o.text for o in model.tool_results())
+    assert log.count("hook: PreToolUse Failed") == 2
+    assert len(model.model_requests) == 3  # and the run went on
 
 
 def test_untrusted_hooks_do_not_run(codex: Path, installed: Installed) -> None:

@@ -99,7 +99,9 @@ def texts_in_next_requests(model: FakeOpenAI, calls: list[dict[str, Any]]) -> li
     return [model.result_in_next_request(call["id"]).text for call in calls]
 
 
-def test_probe_six_run_then_denied(package_cache: Path, installed: Installed) -> None:
+def test_probe_six_run_then_denied_past_the_stop(package_cache: Path, installed: Installed) -> None:
+    # Copilot's preToolUse cannot end the run, so a stop is the plain deny: the 9th and
+    # 10th calls (the stop point on) are refused like the 7th, and the run goes on.
     run = Run(installed, package_cache)
     side = run.work / "side.txt"
     calls = probe(side)

@@ -4,7 +4,10 @@ package docstring), checked here once for all of them:
 - its members are there, with the right types;
 - its real captured probe (tests/fixtures/harness-events/NAME) through `hook --harness
   NAME`: six calls allowed, the seventh denied in the harness's own shape, although the
-  harness's annotation arguments differ on every call;
+  harness's annotation arguments differ on every call, and the ninth (the third refusal
+  in a row) answered as a stop;
+- its answer to a stop: `stop.json` where the harness can end the agent, else `deny.json`
+  (the plain refusal), and always the refusal;
 - `install`, `doctor` and `uninstall` in a scratch HOME against the harness's own
   settings file, the doctor finding the harness's real CLI (tests/e2e).
 """
@@ -23,6 +26,7 @@ import pytest
 from dsh_circuit_breaker.breaker import Decision
 from dsh_circuit_breaker.config import DEFAULT_IGNORE_ARGS
 from dsh_circuit_breaker.harnesses import HARNESSES, Call, Prompt, load
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from hook_support import hook_env, run_hook
 
 FIXTURES = Path(__file__).parent / "fixtures" / "harness-events"
@@ -63,12 +67,14 @@ def test_members(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_captured_probe_denies_the_seventh_call(name: str, tmp_path: Path) -> None:
+def test_captured_probe_denies_the_seventh_call_and_stops_at_the_ninth(
+    name: str, tmp_path: Path
+) -> None:
     harness = load(name)
     events = probe_events(name)
     parsed = [harness.parse(event) for event in events]
     calls = [(e, p) for e, p in zip(events, parsed, strict=True) if isinstance(p, Call)]
-    assert len(calls) >= 7, "the fixture must hold at least seven calls"
+    assert len(calls) >= 9, "the fixture must hold at least nine calls"
     annotations = (*DEFAULT_IGNORE_ARGS, *harness.ANNOTATION_ARGS)
     varied = {
         key
@@ -90,11 +96,37 @@ def test_captured_probe_denies_the_seventh_call(name: str, tmp_path: Path) -> No
             outputs.append(done.stdout.strip())
     allowed = harness.answer(Decision(True)) or ""
     assert outputs[:6] == [allowed] * 6
-    template = (FIXTURES / name / "deny.json").read_text(encoding="utf-8")
-    denial = json.loads(outputs[6])
-    message = _find_message(denial)
-    assert message.startswith(f"Circuit breaker: this {calls[6][1].tool} call was NOT run.")
-    assert denial == json.loads(template.replace("{message}", json.dumps(message)[1:-1]))
+    tool = calls[6][1].tool
+    denials = [json.loads(output) for output in outputs[6:9]]
+    message = _find_message(denials[0])
+    assert message.startswith(f"Circuit breaker: this {tool} call was NOT run.")
+    assert denials[:2] == [expected(name, message)] * 2
+    # The third refusal in a row (stopAfterDenials 3) is a stop, with the rendered reason.
+    reason = render(DEFAULT_MESSAGES["stop"], tool, "duplicate", 3, 3)
+    assert denials[2] == expected(name, message, reason)
+
+
+def expected(name: str, message: str, stop_reason: str | None = None) -> Any:
+    """The answer the harness expects: its `stop.json` for a stop where it has one, else its
+    `deny.json`, with the texts in place of the placeholders."""
+    stop_file = FIXTURES / name / "stop.json"
+    use_stop = stop_reason is not None and stop_file.exists()
+    template = (stop_file if use_stop else FIXTURES / name / "deny.json").read_text("utf-8")
+    filled = template.replace("{message}", json.dumps(message)[1:-1])
+    return json.loads(filled.replace("{stopReason}", json.dumps(stop_reason or "")[1:-1]))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_stop_answer_still_refuses(name: str) -> None:
+    harness = load(name)
+    message = 'Circuit breaker: this Bash call was NOT run. "quoted" \\ text'
+    reason = "Circuit breaker: this agent is being stopped \u2014 why"
+    stop = Decision(False, "duplicate", message, 6, 6, stop=True, stop_reason=reason)
+    answered = json.loads(harness.answer(stop))
+    assert answered == expected(name, message, reason)
+    assert _find_message(answered) == message  # the refusal is never lost to the stop
+    plain = json.loads(harness.answer(Decision(False, "duplicate", message, 6, 6)))
+    assert plain == expected(name, message)  # no stop: the plain refusal, nothing more
 
 
 def _find_message(value: Any) -> str:

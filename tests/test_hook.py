@@ -29,8 +29,13 @@ def test_probe_six_run_then_denied_with_exact_shape(tmp_path: Path) -> None:
     assert [o.returncode for o in outs] == [0] * 10
     assert [o.stdout for o in outs[:6]] == [""] * 6  # allow: print nothing
     assert all(o.stderr == "" for o in outs)
-    for o in outs[6:]:
+    for number, o in enumerate(outs[6:], start=7):
         decision = json.loads(o.stdout)
+        if number >= 9:  # the 3rd refusal in a row on: the deny, and Claude Code's stop
+            assert decision.pop("continue") is False
+            assert decision.pop("stopReason").startswith(
+                "Circuit breaker: this agent is being stopped because it no longer reads"
+            )
         assert set(decision) == {"hookSpecificOutput"}
         specific = decision["hookSpecificOutput"]
         assert set(specific) == {"hookEventName", "permissionDecision", "permissionDecisionReason"}

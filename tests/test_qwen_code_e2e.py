@@ -105,7 +105,9 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_probe_six_run_then_denied(qwen: Path, installed: Installed) -> None:
+def test_probe_six_run_then_denied_past_the_stop(qwen: Path, installed: Installed) -> None:
+    # Qwen's PreToolUse cannot end the run, so a stop is the plain deny: the 9th and 10th
+    # calls (the stop point on) are refused like the 7th, and the run goes on to its end.
     run = Run(installed)
     side = run.work / "side.txt"
     calls = [shell(f"echo cbprobe4 >> {side}", f"Probe step {i}") for i in range(1, 11)]

@@ -2,7 +2,8 @@
 stdin with `session_id`, `hook_event_name`, `tool_name`, `tool_input`, `tool_use_id`,
 plus `agent_id` inside a subagent and `prompt` on UserPromptSubmit.
 
-A harness that speaks it borrows these by assignment (`parse = _pretooluse.parse`).
+A harness that speaks it borrows these by assignment (`parse = _pretooluse.parse`); one
+whose `PreToolUse` cannot end the agent answers with `deny_only` in place of `answer`.
 """
 
 from __future__ import annotations
@@ -62,7 +63,23 @@ def deny_output(decision: Decision) -> dict[str, Any]:
 
 def answer(decision: Decision) -> str | None:
     """Allow: print nothing. Deny: `permissionDecision: "deny"` with the text, exit 0
-    (exit 2 would block with stderr as the reason)."""
+    (exit 2 would block with stderr as the reason). A stop adds `continue: false` and the
+    `stopReason`: Claude Code refuses the call, then ends the agent (the session; inside a
+    subagent, only that subagent) without asking the model again."""
+    if decision.allowed:
+        return None
+    from ..cjson import canonical
+
+    output = deny_output(decision)
+    if decision.stop:
+        output["continue"] = False
+        output["stopReason"] = decision.stop_reason or decision.message
+    return canonical(output)
+
+
+def deny_only(decision: Decision) -> str | None:
+    """The deny without a stop, for a harness whose `PreToolUse` cannot end the run (or
+    would drop the deny if it were asked to)."""
     if decision.allowed:
         return None
     from ..cjson import canonical

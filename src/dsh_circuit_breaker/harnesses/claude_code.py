@@ -4,7 +4,8 @@
 Scopes are Claude Code's own: `user` ($CLAUDE_CONFIG_DIR or ~/.claude/settings.json),
 `project` (.claude/settings.json, shared with the repository) and `local`
 (.claude/settings.local.json, yours only). The event and answer shapes are in
-`_pretooluse`; a subagent is keyed `session_id/agent_id`. With `install --http`, Claude
+`_pretooluse` (a stop: the deny plus `continue: false`, which ends the session, or only
+the subagent it came from); a subagent is keyed `session_id/agent_id`. With `install --http`, Claude
 Code posts the same events to the resident guard (`serve --http`): an HTTP hook takes the
 command hook's JSON in its body and its output back in a 2xx body (2.1.332).
 """

@@ -1,6 +1,7 @@
 """Codex: command hooks in `hooks.json` next to its config: `$CODEX_HOME/hooks.json`
 (default ~/.codex) for the user, `<project>/.codex/hooks.json` for a project. The
-settings shape and the hook's stdin/stdout are Claude Code's (`_pretooluse`).
+settings shape and the hook's stdin/stdout are Claude Code's (`_pretooluse`), but a stop
+is the plain deny: Codex's `PreToolUse` rejects `continue`, and the deny with it.
 
 Codex runs a user or project hook only once it is trusted: after installing, open Codex
 and approve the two new hooks in `/hooks` (Codex records a hash of each; changing the
@@ -24,7 +25,7 @@ ANNOTATION_ARGS: tuple[str, ...] = ()
 NOTE = "Codex runs new hooks only once trusted: open Codex and approve them in /hooks."
 
 parse = _pretooluse.parse
-answer = _pretooluse.answer
+answer = _pretooluse.deny_only
 probe_events = _pretooluse.probe_events
 
 SCOPES = ("user", "project")

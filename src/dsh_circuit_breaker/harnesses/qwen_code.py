@@ -6,7 +6,8 @@ trusted folder). The settings shape and the hook's stdin/stdout are Claude Code'
 
 Qwen fires `UserPromptSubmit` before every model request of a turn, tool results
 included; only a request that starts from what the person submitted carries
-`submitted_prompt`, so that alone is a new prompt.
+`submitted_prompt`, so that alone is a new prompt. A stop is the plain deny: Qwen's
+`PreToolUse` reads the deny before `continue` and ends no run.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ EXEMPT = ()  # todo_write, ask_user_question, exit_plan_mode: SPEC's defaults al
 # (command, is_background, timeout, directory) change what runs.
 ANNOTATION_ARGS: tuple[str, ...] = ()
 
-answer = _pretooluse.answer
+answer = _pretooluse.deny_only
 
 SCOPES = ("user", "project")
 FILE_OPTION = "--settings"
