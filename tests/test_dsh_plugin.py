@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.dsh_runtime import (
     DshSession,
     create_profile,
+    dsh_command,
     dsh_runtime_available,
     insert_row,
     insert_row_for,
@@ -30,7 +32,7 @@ from support.dsh_runtime import (
     python,
     wait_gone,
 )
-from support.fake_anthropic import tool_results_of, tool_use
+from support.fake_anthropic import FakeAnthropic, tool_results_of, tool_use
 from support.installed import Installed
 
 OVERRULE_PLUGIN = Path(__file__).parent / "support" / "dsh_overrule_plugin.mjs"
@@ -130,6 +132,69 @@ def test_a_call_repeated_forever_runs_six_times_then_the_agent_is_stopped(
     assert "cbprobe4" not in log.read_text()  # no argument content on disk
     assert [s["ok"] for s in run.starts()] == [True]
     assert run.warnings() == []
+
+
+TITLE_PROMPT = "Create a concise title"
+
+
+def headless(session: DshSession, model: FakeAnthropic, *mode: str) -> subprocess.CompletedProcess[str]:
+    """`dsh --profile headless [--json] TASK`, DSH's own one-task CLI, against `model`."""
+    env = {
+        **os.environ,
+        "DSH_HOME": str(session.home),
+        "DSH_TELEMETRY_DISABLED": "1",
+        "DSH_PERMISSION_MODE": "danger-full-access",  # no sandbox backend here
+        "DSH_CIRCUIT_BREAKER_PYTHON": "",
+        "DEEPSEEK_BASE_URL": model.url + "/anthropic",
+        "DEEPSEEK_API_KEY": "fake-key",
+    }
+    patches = [arg for path in session.patches for arg in ("--patch", str(path))]
+    return subprocess.run(
+        [*dsh_command(), "--profile", "headless", *patches, *mode, "Run the probe."],
+        env=env,
+        cwd=session.work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_headless_dsh_ends_the_task_with_the_stop_reason(session: DshSession) -> None:
+    side = session.work / "side.txt"
+    session.add_patch("breaker.yml", insert_row({"python": python()}))
+    steps = iter(range(1, 1000))
+
+    def model(body: dict[str, Any]) -> Any:
+        if TITLE_PROMPT in json.dumps(body.get("system")):  # the session's title, on the side
+            return "Probe"
+        return probe(next(steps), side)
+
+    with FakeAnthropic([], after=model) as fake:
+        streamed = headless(session, fake, "--json")
+        agent_requests = [
+            b for b in fake.model_requests if TITLE_PROMPT not in json.dumps(b.get("system"))
+        ]
+        assert len(agent_requests) == 9  # none after the stopping call
+        plain = headless(session, fake)
+    assert ran(side) == 6 + 6  # two tasks, two sessions: each agent ran the call 6 times
+
+    events = [json.loads(line) for line in streamed.stdout.splitlines()]
+    results = [e for e in events if e["type"] == "tool_result"]
+    assert [r["status"] for r in results] == ["completed"] * 6 + ["error"] * 3
+    assert [r["result"] for r in results[6:]] == [denial(6, 6)] * 3
+    assert events[-2:] == [
+        {
+            "type": "status",
+            "phase": "turn_end",
+            "turn": 1,
+            "reason": {"kind": "aborted", "reason": {"kind": "hook", "reason": stop_text(3, 3)}},
+        },
+        {"type": "final", "text": ""},
+    ]
+    assert (streamed.returncode, streamed.stderr) == (1, "")
+    # Without --json: the (empty) final message and exit status 1, nothing on stderr.
+    assert (plain.returncode, plain.stdout, plain.stderr) == (1, "\n", "")
 
 
 def test_stop_after_denials_zero_refuses_and_never_stops(session: DshSession) -> None:
