@@ -180,9 +180,7 @@ def test_a_repeated_cycle_is_refused_then_the_breaker_stops_the_run(
             stop_text(refusals, refusals),
         )
         assert results_saved_for(saved, calls[last - 1]["id"]) == []
-        assert [(s["kind"], s["count"], s["limit"]) for s in stop] == [
-            ("stop", refusals, refusals)
-        ]
+        assert [(s["kind"], s["count"], s["limit"]) for s in stop] == [("stop", refusals, refusals)]
     else:
         # stopAfterDenials 0: the old behaviour. Cline's own limit of three failed
         # iterations in a row ends the run, after the third refusal reached the history.

@@ -137,7 +137,9 @@ def test_a_call_repeated_forever_runs_six_times_then_the_agent_is_stopped(
 TITLE_PROMPT = "Create a concise title"
 
 
-def headless(session: DshSession, model: FakeAnthropic, *mode: str) -> subprocess.CompletedProcess[str]:
+def headless(
+    session: DshSession, model: FakeAnthropic, *mode: str
+) -> subprocess.CompletedProcess[str]:
     """`dsh --profile headless [--json] TASK`, DSH's own one-task CLI, against `model`."""
     env = {
         **os.environ,
@@ -470,7 +472,9 @@ def test_looping_subagent_is_stopped_while_its_parent_goes_on(session: DshSessio
         for e in events
         if e["sessionId"] == child_id and e["event"]["type"] == "turn/end"
     ]
-    assert child_ends == [{"kind": "aborted", "reason": {"kind": "hook", "reason": stop_text(3, 3)}}]
+    assert child_ends == [
+        {"kind": "aborted", "reason": {"kind": "hook", "reason": stop_text(3, 3)}}
+    ]
     (finished,) = [n.payload for n in run.result.notifications if n.method == "subagent.finished"]
     assert (finished["childSessionId"], finished["stopReason"]) == (child_id, "aborted")
     lines = incidents(log)
