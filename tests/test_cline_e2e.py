@@ -109,34 +109,87 @@ def root_agent(events: list[dict[str, Any]]) -> str:
     return str(agent)
 
 
-def test_a_repeated_cycle_is_refused_then_cline_ends_the_run(
-    cline: Path, installed: Installed
+def stop_text(count: int, limit: int) -> str:
+    return render(DEFAULT_MESSAGES["stop"], "run_commands", "duplicate", count, limit)
+
+
+def loop_ends(home: Path) -> list[dict[str, Any]]:
+    """Cline's log lines for runs that ended by an error or a stop, in order: its
+    `errorName` and `errorMessage` (~/.cline/data/logs/cline.log, pino JSON lines)."""
+    lines = json_lines(home / ".cline" / "data" / "logs" / "cline.log")
+    return [line for line in lines if line.get("msg") == "Agent loop caught error"]
+
+
+def session_messages(home: Path) -> list[dict[str, Any]]:
+    """The main agent's conversation as Cline saved it (its session's messages file)."""
+    (path,) = (home / ".cline" / "data" / "sessions").glob("*/*.messages.json")
+    messages: list[dict[str, Any]] = json.loads(path.read_text())["messages"]
+    return messages
+
+
+def results_saved_for(messages: list[dict[str, Any]], call_id: str) -> list[Any]:
+    return [
+        block
+        for message in messages
+        for block in message["content"]
+        if block.get("type") == "tool_result" and block.get("tool_use_id") == call_id
+    ]
+
+
+@pytest.mark.parametrize("stop_after", [None, 2, 0])
+def test_a_repeated_cycle_is_refused_then_the_breaker_stops_the_run(
+    cline: Path, installed: Installed, stop_after: int | None
 ) -> None:
     # Two calls in turn: never five identical in a row, so Cline's own guard lets it go on.
-    run = Run(installed)
+    run = Run(installed, None if stop_after is None else {"stopAfterDenials": stop_after})
     side = run.work / "side.txt"
-    calls = [run_commands(f"echo {'ab'[i % 2]} >> {side}") for i in range(18)]
+    calls = [run_commands(f"echo {'ab'[i % 2]} >> {side}") for i in range(24)]
     with FakeOpenAI([*calls, "All attempted."]) as model:
         events = run(model, "Run the probe.")
     # Each call runs 6 times after the other one's latest first run (resetOnNewCall): 13
     # run, then each is refused.
     assert side_lines(side) == ["a", "b"] * 6 + ["a"]
-    texts = results_in_next_requests(model, calls[:15])
-    assert texts[13:] == [refusal("duplicate", 6, 6)] * 2
+    refusals = 3 if stop_after is None else stop_after
+    last = 13 + (refusals or 3)  # the call that ended the run (a stop, or Cline's own limit)
+    texts = results_in_next_requests(model, calls[: last - 1])
+    assert texts[13:] == [refusal("duplicate", 6, 6)] * (last - 14)
     assert not [t for t in texts[:13] if "Circuit breaker" in t]
-    # The third refusal in a row is Cline's limit of consecutive failed iterations: it
-    # ends the run, and the model is not asked again.
-    assert len(model.model_requests) == 16
+    # No model request after the call that ended the run.
+    assert len(model.model_requests) == last
     assert finish_reason(events) == "aborted"
-    # The first duplicate, then the breaker's first stop at that same third refusal.
-    incident, stop = run.incident_lines()
+    assert events[-1] == {
+        "ts": events[-1]["ts"],
+        "type": "run_aborted",
+        "reason": "external_abort",
+        "message": "aborted by another client",
+    }
+    (ended,) = loop_ends(run.home)
+    saved = session_messages(run.home)
+    incident, *stop = run.incident_lines()
     assert (incident["kind"], incident["tool"], incident["count"]) == (
         "duplicate",
         "run_commands",
         6,
     )
-    assert (stop["kind"], stop["count"], stop["limit"]) == ("stop", 3, 3)
-    assert incident["agent"] == stop["agent"] == root_agent(events)
+    assert incident["agent"] == root_agent(events)
+    if refusals:
+        # Our stop: the run ends before that call runs; Cline logs the stop text as the
+        # run's end and saves no result for it (the model is never asked again).
+        assert (ended["errorName"], ended["errorMessage"]) == (
+            "ControlledStopError",
+            stop_text(refusals, refusals),
+        )
+        assert results_saved_for(saved, calls[last - 1]["id"]) == []
+        assert [(s["kind"], s["count"], s["limit"]) for s in stop] == [("stop", refusals, refusals)]
+    else:
+        # stopAfterDenials 0: the old behaviour. Cline's own limit of three failed
+        # iterations in a row ends the run, after the third refusal reached the history.
+        assert (ended["errorName"], ended["errorMessage"]) == (
+            "AgentRuntimeAbortError",
+            "max consecutive mistakes reached (3) in yolo mode",
+        )
+        assert len(results_saved_for(saved, calls[last - 1]["id"])) == 1
+        assert stop == []
 
 
 @pytest.mark.parametrize("limit", [None, 3])
@@ -182,7 +235,14 @@ def test_healthy_edit_test_cycle_is_never_denied(cline: Path, installed: Install
 SUBAGENT_MARK = "SUBAGENT-TASK: run the two loop commands in turn."
 
 
-def test_only_the_looping_subagent_is_denied(cline: Path, installed: Installed) -> None:
+def is_child(body: dict[str, Any]) -> bool:
+    """A request of the subagent: its messages carry the task the parent gave it."""
+    return any(SUBAGENT_MARK in json.dumps(m.get("content")) for m in body["messages"])
+
+
+def test_a_looping_subagent_is_stopped_while_its_parent_goes_on(
+    cline: Path, installed: Installed
+) -> None:
     run = Run(installed)
     side = run.work / "side.txt"
 
@@ -190,10 +250,9 @@ def test_only_the_looping_subagent_is_denied(cline: Path, installed: Installed) 
         return run_commands(f"echo {'ab'[i % 2]} >> {side}  # {who}")
 
     def respond(body: dict[str, Any]) -> Any:
-        messages = body["messages"]
-        done = sum(1 for m in messages if m.get("role") == "tool")
-        if any(SUBAGENT_MARK in json.dumps(m.get("content")) for m in messages):
-            return loop(done, "child") if done < 16 else "Subagent: stopped."
+        done = sum(1 for m in body["messages"] if m.get("role") == "tool")
+        if is_child(body):
+            return loop(done, "child") if done < 40 else "Subagent: stopped."
         if done == 0:  # the parent: delegate, then run the very same cycle itself
             task = {"systemPrompt": "You run commands.", "task": SUBAGENT_MARK}
             return function_call("spawn_agent", task)
@@ -204,17 +263,30 @@ def test_only_the_looping_subagent_is_denied(cline: Path, installed: Installed) 
     calls = [c for c in model.tool_uses() if c["name"] == "run_commands"]
     child = [c for c in calls if c["input"]["commands"][0].endswith("# child")]
     parent = [c for c in calls if c["input"]["commands"][0].endswith("# parent")]
-    assert len(parent) == 12
+    # The child: 13 run, the 14th and 15th refused, the 16th stops it (its third refusal in
+    # a row; Cline's own limit for a subagent is six), and it is not asked again.
+    assert len(child) == 16
     child_texts = results_in_next_requests(model, child[:15])
     assert not [t for t in child_texts[:13] if "Circuit breaker" in t]
     assert child_texts[13:] == [refusal("duplicate", 6, 6)] * 2
-    # The parent ran the same two commands twelve times: it is an agent of its own.
+    assert len([b for b in model.model_requests if is_child(b)]) == 16
+    # The parent gets the child's end as spawn_agent's result, and goes on: it ran the
+    # same two commands twelve times, an agent of its own, never refused.
+    (spawn,) = [c for c in model.tool_uses() if c["name"] == "spawn_agent"]
+    (spawned_text,) = [r.text for r in model.tool_results() if r.call_id == spawn["id"]]
+    spawned = json.loads(spawned_text)
+    assert (spawned["finishReason"], spawned["iterations"]) == ("aborted", 16)
+    assert len(parent) == 12
     assert not [t for t in results_in_next_requests(model, parent) if "Circuit breaker" in t]
-    # The child's first duplicate and its first stop (its third refusal in a row).
+    assert finish_reason(events) == "completed"
+    assert len(side_lines(side)) == 13 + 12  # what ran: the child's 13, the parent's 12
+    # The child's first duplicate and its stop; Cline logs the stop text as its run's end.
     incident, stop = run.incident_lines()
     assert (incident["kind"], stop["kind"]) == ("duplicate", "stop")
     (sub,) = {e["agentId"] for e in events if e["type"] == "hook_event" and e["parentAgentId"]}
     assert incident["agent"] == stop["agent"] == f"{root_agent(events)}/{sub}"
+    (ended,) = loop_ends(run.home)
+    assert (ended["agentId"], ended["errorMessage"]) == (sub, stop_text(3, 3))
 
 
 def test_cap_text_reaches_the_model(cline: Path, installed: Installed) -> None:

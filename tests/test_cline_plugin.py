@@ -203,3 +203,27 @@ def test_a_missing_interpreter_allows_every_call_with_a_warning(tmp_path: Path) 
     result = drive(tmp_path, [call(ROOT)] * 8, python=str(tmp_path / "no-python"))
     assert result["out"] == [{"setup": "ok"}, *[None] * 8]
     assert any(level == "warn" and "no-python" in text for level, text in result["logs"])
+
+
+def test_the_third_refusal_in_a_row_also_stops_the_run(tmp_path: Path) -> None:
+    config = tmp_path / "breaker.json"
+    config.write_text('{"duplicateLimit": 1}')
+    out = drive(tmp_path, [call(ROOT)] * 5 + [call(ROOT, "echo new")], configFile=str(config))
+    out = out["out"][1:]
+    assert out[0] is None
+    refused = "Circuit breaker: this run_commands call was NOT run."
+    assert [o["reason"].startswith(refused) for o in out[1:3]] == [True, True]
+    assert [sorted(o) for o in out[1:3]] == [["reason", "skip"]] * 2
+    # From the third refusal in a row on, Cline's `stop` ends the run and its `reason` (the
+    # run's error) is the stop text; `skip` still refuses the call.
+    for stopped in out[3:5]:
+        assert stopped["skip"] is True and stopped["stop"] is True
+        assert stopped["reason"].startswith("Circuit breaker: this agent is being stopped")
+    assert out[5] is None  # an allowed call ends the streak
+
+
+def test_stop_after_denials_zero_only_skips(tmp_path: Path) -> None:
+    config = tmp_path / "breaker.json"
+    config.write_text('{"duplicateLimit": 1, "stopAfterDenials": 0}')
+    out = drive(tmp_path, [call(ROOT)] * 5, configFile=str(config))["out"][1:]
+    assert [o is None or sorted(o) for o in out] == [True, *[["reason", "skip"]] * 4]

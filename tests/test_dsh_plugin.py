@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.dsh_runtime import (
     DshSession,
     create_profile,
+    dsh_command,
     dsh_runtime_available,
     insert_row,
     insert_row_for,
@@ -30,7 +32,7 @@ from support.dsh_runtime import (
     python,
     wait_gone,
 )
-from support.fake_anthropic import tool_results_of, tool_use
+from support.fake_anthropic import FakeAnthropic, tool_results_of, tool_use
 from support.installed import Installed
 
 OVERRULE_PLUGIN = Path(__file__).parent / "support" / "dsh_overrule_plugin.mjs"
@@ -66,27 +68,151 @@ def incidents(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_probe_ten_identical_calls_six_run_four_denied(session: DshSession) -> None:
+def stop_text(count: int, limit: int) -> str:
+    return render(DEFAULT_MESSAGES["stop"], "bash", "duplicate", count, limit)
+
+
+def turn_ends(events: list[dict[str, Any]]) -> list[Any]:
+    """The reasons of the `turn/end` events in a session's events."""
+    return [e["data"]["reason"] for e in events if e.get("type") == "turn/end"]
+
+
+def results_logged(events: list[dict[str, Any]]) -> list[str]:
+    """The texts of the tool results the session logged (`tool/result` events)."""
+    return [
+        "".join(block.get("text", "") for block in e["data"]["message"]["content"])
+        for e in events
+        if e.get("type") == "tool/result"
+    ]
+
+
+AGAIN = "A new task: just say done."
+
+
+def test_a_call_repeated_forever_runs_six_times_then_the_agent_is_stopped(
+    session: DshSession,
+) -> None:
     side = session.work / "side.txt"
     log = session.root / "incidents.jsonl"
     session.add_patch("breaker.yml", insert_row({"python": python(), "incidentLog": str(log)}))
-    run = session.run([probe(i, side) for i in range(1, 11)])
+    steps = iter(range(1, 1000))
 
-    assert run.result.final_response == "All done."
+    def model(body: dict[str, Any]) -> Any:
+        # The same call, whatever the results say; a person's next prompt gets an answer.
+        return "Done." if AGAIN in json.dumps(body["messages"][-1]) else probe(next(steps), side)
+
+    run = session.run([], after=model, more_prompts=[AGAIN])
+
     assert ran(side) == 6
+    # The 7th and 8th are refused; the 9th is refused and the agent stopped: its turn ends
+    # with no model request after that call (9 requests, then the next prompt's).
+    first, second = run.results
+    requests = run.model.model_requests
+    assert len(requests) == 9 + 1
+    assert AGAIN in json.dumps(requests[9]["messages"][-1])
+    assert first.finish_reason == "aborted"
+    assert turn_ends(first.events) == [
+        {"kind": "aborted", "reason": {"kind": "hook", "reason": stop_text(3, 3)}}
+    ]
+    # The stopping call's refusal stays in the session's history: the session logs it,
+    # and the next prompt's request carries it to the model.
+    assert results_logged(first.events)[6:] == [denial(6, 6)] * 3
     results = run.model.tool_results()
-    assert len(results) == 10
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 4
-    for result in results[6:]:
-        assert result.text == denial(6, 6)
+    assert [r.is_error for r in results] == [False] * 6 + [True] * 3
+    assert [r.text for r in results[6:]] == [denial(6, 6)] * 3
+    # The session is not broken: the person's next prompt is answered (and starts the
+    # agent afresh, resetOnUserPrompt).
+    assert (second.finish_reason, second.final_response) == ("completed", "Done.")
+    assert second.session_id == first.session_id
     lines = incidents(log)
-    assert [line["kind"] for line in lines] == ["duplicate", "stop"]  # stop: 3rd in a row
-    assert lines[0]["kind"] == "duplicate" and lines[0]["tool"] == "bash"
-    assert lines[0]["agent"] == run.result.session_id
-    assert (lines[0]["count"], lines[0]["limit"]) == (6, 6)
+    assert [line["kind"] for line in lines] == ["duplicate", "stop"]
+    assert lines[0]["tool"] == "bash" and (lines[0]["count"], lines[0]["limit"]) == (6, 6)
+    assert (lines[1]["count"], lines[1]["limit"]) == (3, 3)
+    assert {line["agent"] for line in lines} == {first.session_id}
     assert "cbprobe4" not in log.read_text()  # no argument content on disk
     assert [s["ok"] for s in run.starts()] == [True]
     assert run.warnings() == []
+
+
+TITLE_PROMPT = "Create a concise title"
+
+
+def headless(
+    session: DshSession, model: FakeAnthropic, *mode: str
+) -> subprocess.CompletedProcess[str]:
+    """`dsh --profile headless [--json] TASK`, DSH's own one-task CLI, against `model`."""
+    env = {
+        **os.environ,
+        "DSH_HOME": str(session.home),
+        "DSH_TELEMETRY_DISABLED": "1",
+        "DSH_PERMISSION_MODE": "danger-full-access",  # no sandbox backend here
+        "DSH_CIRCUIT_BREAKER_PYTHON": "",
+        "DEEPSEEK_BASE_URL": model.url + "/anthropic",
+        "DEEPSEEK_API_KEY": "fake-key",
+    }
+    patches = [arg for path in session.patches for arg in ("--patch", str(path))]
+    return subprocess.run(
+        [*dsh_command(), "--profile", "headless", *patches, *mode, "Run the probe."],
+        env=env,
+        cwd=session.work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_headless_dsh_ends_the_task_with_the_stop_reason(session: DshSession) -> None:
+    side = session.work / "side.txt"
+    session.add_patch("breaker.yml", insert_row({"python": python()}))
+    steps = iter(range(1, 1000))
+
+    def model(body: dict[str, Any]) -> Any:
+        if TITLE_PROMPT in json.dumps(body.get("system")):  # the session's title, on the side
+            return "Probe"
+        return probe(next(steps), side)
+
+    with FakeAnthropic([], after=model) as fake:
+        streamed = headless(session, fake, "--json")
+        agent_requests = [
+            b for b in fake.model_requests if TITLE_PROMPT not in json.dumps(b.get("system"))
+        ]
+        assert len(agent_requests) == 9  # none after the stopping call
+        plain = headless(session, fake)
+    assert ran(side) == 6 + 6  # two tasks, two sessions: each agent ran the call 6 times
+
+    events = [json.loads(line) for line in streamed.stdout.splitlines()]
+    results = [e for e in events if e["type"] == "tool_result"]
+    assert [r["status"] for r in results] == ["completed"] * 6 + ["error"] * 3
+    assert [r["result"] for r in results[6:]] == [denial(6, 6)] * 3
+    assert events[-2:] == [
+        {
+            "type": "status",
+            "phase": "turn_end",
+            "turn": 1,
+            "reason": {"kind": "aborted", "reason": {"kind": "hook", "reason": stop_text(3, 3)}},
+        },
+        {"type": "final", "text": ""},
+    ]
+    assert (streamed.returncode, streamed.stderr) == (1, "")
+    # Without --json: the (empty) final message and exit status 1, nothing on stderr.
+    assert (plain.returncode, plain.stdout, plain.stderr) == (1, "\n", "")
+
+
+def test_stop_after_denials_zero_refuses_and_never_stops(session: DshSession) -> None:
+    side = session.work / "side.txt"
+    log = session.root / "incidents.jsonl"
+    config = {"python": python(), "incidentLog": str(log), "stopAfterDenials": 0}
+    session.add_patch("breaker.yml", insert_row(config))
+    run = session.run([probe(i, side) for i in range(1, 11)])
+
+    assert run.result.final_response == "All done."
+    assert run.result.finish_reason == "completed"
+    assert ran(side) == 6
+    results = run.model.tool_results()
+    assert [r.is_error for r in results] == [False] * 6 + [True] * 4
+    assert [r.text for r in results[6:]] == [denial(6, 6)] * 4
+    assert [line["kind"] for line in incidents(log)] == ["duplicate"]
 
 
 def test_override_row_in_later_layer_configures_installed_plugin(
@@ -268,22 +394,29 @@ def test_a_new_user_prompt_starts_the_agent_afresh(session: DshSession, reset: b
     second = [probe(i, side) for i in range(4, 6)] + ["Done again."]
     run = session.run(first + second, more_prompts=["Try it once more."])
 
-    assert [r.final_response for r in run.results] == [
-        "Stopped: the breaker refused it.",
-        "Done again.",
-    ]
     assert run.results[0].session_id == run.results[1].session_id
+    assert run.results[0].final_response == "Stopped: the breaker refused it."
     errors = [r.is_error for r in run.model.tool_results()]
     if reset:  # the second prompt's two calls run again
         assert errors == [False, False, True, False, False]
-    else:  # one window for the whole session
-        assert errors == [False, False, True, True, True]
+        assert run.results[1].final_response == "Done again."
+    else:
+        # One window for the whole session, and one run of refusals: the second prompt's
+        # two calls are the agent's 2nd and 3rd refusals in a row, and the 3rd stops it
+        # (its refusal is logged, but no model request follows it).
+        assert errors == [False, False, True, True]
+        assert results_logged(run.results[1].events)[-1] == denial(2, 2)
+        assert run.results[1].finish_reason == "aborted"
 
 
-def test_looping_subagent_is_denied_while_its_parent_is_not(session: DshSession) -> None:
+STOPPED_CHILD = "was stopped before it finished."
+
+
+def test_looping_subagent_is_stopped_while_its_parent_goes_on(session: DshSession) -> None:
     """DSH's `subagent` tool starts a child agent with its own session id. Child and parent
     run the very same command; only the child repeats it past the limit, and only the
-    child is denied: state is per agent, keyed by the agent's id."""
+    child is refused, then stopped: state is per agent, keyed by the agent's id. The
+    parent is told the child stopped and goes on."""
     log = session.root / "incidents.jsonl"
     session.add_patch(
         "breaker.yml",
@@ -291,8 +424,8 @@ def test_looping_subagent_is_denied_while_its_parent_is_not(session: DshSession)
     )
     side = session.work / "side.txt"
     command = f"echo cbprobe4 >> {side}"
-    child_done = threading.Event()
     owner: dict[str, str] = {}
+    pause = threading.Event()  # never set: a short wait per parent step
 
     def call(who: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         block = tool_use(name, arguments)
@@ -301,21 +434,19 @@ def test_looping_subagent_is_denied_while_its_parent_is_not(session: DshSession)
 
     def model(body: dict[str, Any]) -> Any:
         done = len(tool_results_of(body))
-        if "CHILD-TASK" in _first_user_text(body):
-            if done < 6:
-                return call("child", "bash", {"command": command, "description": f"c{done}"})
-            child_done.set()
-            return "Child finished."
+        if "CHILD-TASK" in _first_user_text(body):  # the same call forever
+            return call("child", "bash", {"command": command, "description": f"c{done}"})
         if done == 0:
             task = {"description": "probe loop", "prompt": "CHILD-TASK: run the probe."}
             return call("parent", "subagent", task)
         if done <= 3:
             return call("parent", "bash", {"command": command, "description": f"p{done}"})
-        if not child_done.wait(timeout=0.3) and done < 60:
-            # Keep the parent's turn open until the child is done; a new command each time.
-            wait = {"command": f"echo waiting {done}", "description": "Wait for the child"}
-            return call("parent", "bash", wait)
-        return "All done."
+        if STOPPED_CHILD in json.dumps(body["messages"]):
+            return "All done."
+        if done < 80:  # wait for the child, a new command each time
+            pause.wait(0.2)
+            return call("parent", "bash", {"command": f"echo waiting {done}", "description": "W"})
+        return "Gave up waiting."
 
     run = session.run([], after=model)
 
@@ -326,9 +457,26 @@ def test_looping_subagent_is_denied_while_its_parent_is_not(session: DshSession)
     by_owner: dict[str, list[bool]] = {"child": [], "parent": []}
     for result in run.model.tool_results():
         by_owner[owner[result.call_id]].append(result.is_error)
-    assert by_owner["child"] == [False] * 3 + [True] * 3
+    # The child: 3 run, the 4th and 5th refused, the 6th refused and stopped; it is not
+    # asked again (its six requests; the 6th refusal is in its log, not in a request).
+    assert by_owner["child"] == [False] * 3 + [True] * 2
+    child_requests = [b for b in run.model.model_requests if "CHILD-TASK" in _first_user_text(b)]
+    assert len(child_requests) == 6
     assert not any(by_owner["parent"])  # its own three identical calls all ran
     assert ran(side) == 6
+    # The parent is told, and goes on to finish its turn.
+    assert run.result.final_response == "All done."
+    events = [n.payload for n in run.result.notifications if n.method == "session.event"]
+    child_ends = [
+        e["event"]["data"]["reason"]
+        for e in events
+        if e["sessionId"] == child_id and e["event"]["type"] == "turn/end"
+    ]
+    assert child_ends == [
+        {"kind": "aborted", "reason": {"kind": "hook", "reason": stop_text(3, 3)}}
+    ]
+    (finished,) = [n.payload for n in run.result.notifications if n.method == "subagent.finished"]
+    assert (finished["childSessionId"], finished["stopReason"]) == (child_id, "aborted")
     lines = incidents(log)
     assert [(line["kind"], line["agent"]) for line in lines] == [
         ("duplicate", child_id),

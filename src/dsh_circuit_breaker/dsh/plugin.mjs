@@ -31,6 +31,8 @@ export async function apply(ctx, config) {
   // monotonic guard stage, which runs after the whole pre-execute waterfall and which no
   // listener can override, in case a listener wrapped around us rewrote our deny.
   const denied = new WeakMap();
+  // Refusals that also stop the agent: the stop text, until the call's result is final.
+  const stopping = new WeakMap();
 
   ctx.on('tools/pre-execute', async (exec, next) => {
     const read = () => [agents.of(exec.agent), exec.name, exec.arguments];
@@ -38,9 +40,26 @@ export async function apply(ctx, config) {
     if (refusal === undefined) return next();
     const reason = refusal.message;
     denied.set(exec, reason);
+    if (refusal.stop) stopping.set(exec, refusal.stopReason);
     return { kind: 'deny', reason };
   });
   ctx.tools.guard((exec) => denied.get(exec));
+
+  // Stop the agent once the refused call's result (our deny) is final, so the model's
+  // history keeps the refusal: DSH's `tools/result` runs after the whole pipeline, before
+  // the agent takes its next step. `agent.cancel` with a `hook` cause is how DSH's own
+  // plugins end a running turn (its account sign-out does the same); the turn ends
+  // `aborted` with our text as its reason, and no further model request is made.
+  ctx.on('tools/result', (exec) => {
+    const reason = stopping.get(exec);
+    if (reason === undefined) return;
+    stopping.delete(exec);
+    try {
+      exec.agent.cancel({ kind: 'hook', reason }, { keepInbox: true });
+    } catch (error) {
+      logger.warn('dsh-circuit-breaker: could not stop the agent (its call was refused): %s', String(error));
+    }
+  });
 
   // resetOnUserPrompt (default true): a new prompt from the user starts the agent afresh,
   // as in the breaker's other integrations. DSH puts each prompt into the agent's inbox

@@ -80,17 +80,24 @@ export function clinePlugin({ python = null, configFile = null, state = null, pl
         if (!ready) return undefined;
         const name = toolCall?.toolName ?? tool?.name;
         if (typeof name !== 'string' || name === '') return undefined;
-        let reason;
+        let refusal;
         try {
-          const refusal = await ready.guard.check(agentKey(snapshot), name, input ?? toolCall?.input);
-          reason = refusal?.message;
+          refusal = await ready.guard.check(agentKey(snapshot), name, input ?? toolCall?.input);
         } catch (error) {
           logger.warn('dsh-circuit-breaker: internal error, call allowed: %s', String(error));
         }
-        return reason === undefined ? undefined : { skip: true, reason };
+        return refusal === undefined ? undefined : answer(refusal);
       },
     },
   };
+}
+
+// A refusal that stops also carries Cline's `stop`, which ends this agent's run before any
+// call of the batch runs, with `reason` as the run's error (Cline 3.0.65 reads `stop`
+// before `skip`, so `reason` is the stop text, for the person; the model is not asked
+// again). `skip` stays: the call never runs, even for a Cline that ignored `stop`.
+function answer({ message, stop, stopReason }) {
+  return stop ? { skip: true, reason: stopReason, stop: true } : { skip: true, reason: message };
 }
 
 // The main agent by its agent id; a subagent (spawn_agent) as `parent/agent`.
