@@ -19,7 +19,7 @@ from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.fake_openai import function_call
 from support.installed import Installed
 from support.plugin_harnesses import HARNESSES, Harness, in_scratch_home
-from test_plugin_harness_e2e import DENIED, bash, incidents, lines
+from test_plugin_harness_e2e import DENIED, STOPPED, bash, incidents, lines
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -47,14 +47,17 @@ class Router:
 
     def __init__(self, parent: list[Any], child: list[Any]) -> None:
         self.queues = {"parent": parent, "child": child}
+        self.asked = {"parent": 0, "child": 0}  # model requests of each
 
     def __call__(self, body: dict[str, Any]) -> Any:
         first = next((m for m in body.get("messages") or [] if m.get("role") == "user"), {})
-        queue = self.queues["child" if CHILD in json.dumps(first.get("content")) else "parent"]
+        who = "child" if CHILD in json.dumps(first.get("content")) else "parent"
+        self.asked[who] += 1
+        queue = self.queues[who]
         return queue.pop(0) if len(queue) > 1 else queue[0]
 
 
-def test_subagent_is_its_own_agent_and_its_loop_leaves_the_parent_alone(harness: Harness) -> None:
+def test_a_looping_subagent_is_stopped_and_its_parent_goes_on(harness: Harness) -> None:
     side = harness.work / "side.txt"
     command = f"echo cbprobe4 >> {side}"
     task = {
@@ -62,10 +65,9 @@ def test_subagent_is_its_own_agent_and_its_loop_leaves_the_parent_alone(harness:
         "prompt": f"{CHILD}: run it",
         "subagent_type": "general",
     }
-    child = [bash(command, f"Probe step {i}") for i in range(1, 11)]
     router = Router(
         parent=[function_call("task", task), bash(command, "Once more"), "Parent done."],
-        child=[*child, "Child done."],
+        child=[bash(command, "Probe step")],  # forever
     )
     model = harness.model([])
     model.after = router  # every turn is routed
@@ -73,19 +75,29 @@ def test_subagent_is_its_own_agent_and_its_loop_leaves_the_parent_alone(harness:
         result = harness.run(model, "Delegate the probe to a subagent.")
     assert result.returncode == 0, result.stderr[-3000:]
     assert model.errors == []
-    # The child ran the command six times and was refused four; then the parent ran the
-    # very same command: it has made that call once, so it runs.
+    # The child ran the command six times and was refused three, the third time with
+    # stop: it asked the model nine times, never again. Then the parent ran the very same
+    # command: it has made that call once, so it ran, and the parent finished.
+    assert router.asked == {"child": 9, "parent": 3}
     assert lines(side) == ["cbprobe4"] * 7
     # Parent and child requests interleave: read each call's result wherever it was sent.
     texts = {r.call_id: r.text for r in model.tool_results()}
     bash_calls = [c for c in model.tool_uses() if c["name"] == "bash"]
-    assert [texts[c["id"]] == DENIED for c in bash_calls] == [False] * 6 + [True] * 4 + [False]
+    seen = [texts.get(c["id"]) for c in bash_calls]
+    assert [text == DENIED for text in seen] == [False] * 6 + [True] * 2 + [False, False]
     parent = harness.session_id(result)
     (spawn,) = [
         e for e in result.events() if e["type"] == "tool_use" and e["part"]["tool"] == "task"
     ]
     meta = spawn["part"]["state"]["metadata"]
     assert meta["parentSessionId"] == parent and meta["sessionId"] != parent
+    # The stopping refusal went to no model, and is what the child's session keeps.
+    assert seen[8] is None
+    assert harness.exported_result(meta["sessionId"], bash_calls[8]["id"]) == DENIED  # type: ignore[attr-defined]
+    # The parent's model was told why its subagent ended, as the task's result.
+    failed = harness.subagent_failed.format(task_id=meta["sessionId"], error=STOPPED)  # type: ignore[attr-defined]
+    (task_call,) = [c for c in model.tool_uses() if c["name"] == "task"]
+    assert texts[task_call["id"]] == failed
     # The first duplicate, then the first stop (three refusals in a row), both the child's.
     logged = incidents(harness)
     assert [i["kind"] for i in logged] == ["duplicate", "stop"]
@@ -97,13 +109,13 @@ def test_doom_loop_across_turns_never_fires_the_breaker_does(harness: Harness) -
     # three tool parts of one assistant message), so it never fires; the breaker refuses
     # the 7th, even though the input is identical (description included).
     side = harness.work / "side.txt"
-    turns = [bash(f"echo cbprobe4 >> {side}", "Same") for _ in range(10)]
+    turns = [bash(f"echo cbprobe4 >> {side}", "Same") for _ in range(8)]
     with harness.model([*turns, "Done."]) as model:
-        result = harness.run(model, "Run the probe ten times.")
+        result = harness.run(model, "Run the probe eight times.")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "permission requested: doom_loop" not in result.stderr
     assert lines(side) == ["cbprobe4"] * 6
-    assert [r.text == DENIED for r in model.tool_results()] == [False] * 6 + [True] * 4
+    assert [r.text == DENIED for r in model.tool_results()] == [False] * 6 + [True] * 2
 
 
 def test_doom_loop_in_one_reply_fires_first_and_ends_a_run(harness: Harness) -> None:

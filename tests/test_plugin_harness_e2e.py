@@ -21,6 +21,7 @@ from support.plugin_harnesses import HARNESSES, Harness, in_scratch_home, kill_a
 pytestmark = pytest.mark.timeout(600)
 
 DENIED = render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 6, 6)
+STOPPED = render(DEFAULT_MESSAGES["stop"], "bash", "duplicate", 3, 3)
 
 
 @pytest.fixture(params=sorted(HARNESSES))
@@ -47,7 +48,10 @@ def incidents(harness: Harness) -> list[dict[str, Any]]:
 
 
 def test_probe_six_run_four_refused(harness: Harness) -> None:
-    harness.install()
+    # stopAfterDenials: 0, the breaker only refuses: the run goes on to the model's end.
+    config = harness.home / "breaker.json"
+    config.write_text(json.dumps({"stopAfterDenials": 0}))
+    harness.install("--config", str(config))
     side = harness.work / "side.txt"
     with harness.model([*probe(side), "All done."]) as model:
         result = harness.run(model, "Run the cbprobe4 probe ten times.")
@@ -61,15 +65,47 @@ def test_probe_six_run_four_refused(harness: Harness) -> None:
     (start,) = harness.starts(result)
     assert start["ok"] and start["python"] == str(harness.product.python)
     assert start["pluginFile"] == str(harness.adapter_file)
-    # The first duplicate, then the first stop (three refusals in a row, stopAfterDenials).
-    incident, stop = incidents(harness)
+    (incident,) = incidents(harness)  # the first duplicate, and no stop
     assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "bash", 6)
-    assert stop["kind"] == "stop"
-    assert incident["agent"] == stop["agent"] == harness.session_id(result)
+    assert incident["agent"] == harness.session_id(result)
     assert "cbprobe4" not in harness.incidents.read_text()  # no argument content on disk
     # The state is the command hooks' store: `status` lists the session.
     status = harness.product.run("status", env=harness.env)
     assert status.returncode == 0 and incident["agent"] in status.stdout, status.stdout
+
+
+def test_a_looping_agent_is_stopped_at_its_third_refusal_in_a_row(harness: Harness) -> None:
+    harness.install()
+    side = harness.work / "side.txt"
+    loop = bash(f"echo cbprobe4 >> {side}", "Run it")
+    with harness.model([loop] * 30) as model:  # the same call, as long as it is asked
+        result = harness.run(model, "Run the probe until it says stop.")
+    assert result.returncode == harness.stopped_returncode, result.stderr[-3000:]
+    assert model.errors == []
+    assert lines(side) == ["cbprobe4"] * 6
+    # Nine replies, the 9th refused with stop: no model request after it.
+    calls = model.tool_uses()
+    assert len(model.replies) == len(calls) == 9
+    # The model saw the 7th and 8th refused; the 9th's refusal is the harness's record of
+    # that call, sent to no model.
+    assert [r.text == DENIED for r in model.tool_results()] == [False] * 6 + [True] * 2
+    assert harness.recorded_result(result, calls[8]["id"]) == DENIED
+    assert STOPPED in harness.stop_shown(result)
+    duplicate, stop = incidents(harness)
+    assert (duplicate["kind"], stop["kind"], stop["count"]) == ("duplicate", "stop", 3)
+    assert duplicate["agent"] == stop["agent"] == harness.session_id(result)
+
+
+def test_pi_print_mode_exits_1_after_a_stop(installed: Installed) -> None:
+    harness = in_scratch_home("pi", installed)
+    harness.install()
+    side = harness.work / "side.txt"
+    with harness.model([bash(f"echo cbprobe4 >> {side}")] * 30) as model:
+        result = harness.run(model, "Run the probe.", flags=("--mode", "text"))
+    assert result.returncode == 1
+    assert len(model.replies) == 9 and lines(side) == ["cbprobe4"] * 6
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [STOPPED, "Request was aborted."]
 
 
 def test_cap_refuses_every_call_past_it_with_the_cap_text(harness: Harness) -> None:

@@ -112,6 +112,19 @@ class Harness:
         """Where the plugin's warnings went."""
         raise NotImplementedError
 
+    # The exit status of a headless run that the breaker stopped.
+    stopped_returncode: ClassVar[int]
+
+    def recorded_result(self, result: Result, call_id: str) -> str:
+        """The result the harness recorded for call `call_id` (its JSON output), whether or
+        not a model was sent it."""
+        raise NotImplementedError
+
+    def stop_shown(self, result: Result) -> list[str]:
+        """What the headless run told the user about why it ended (stderr lines, error
+        events)."""
+        raise NotImplementedError
+
     def write_call(self, path: Path, content: str) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -235,6 +248,19 @@ class Pi(Harness):
     def warnings(self, result: Result) -> str:
         return result.stderr  # print mode has no UI: the adapter writes them to stderr
 
+    stopped_returncode = 0  # `--mode json` (`--mode text`: 1)
+
+    def recorded_result(self, result: Result, call_id: str) -> str:
+        (end,) = [
+            e
+            for e in result.events()
+            if e.get("type") == "tool_execution_end" and e.get("toolCallId") == call_id
+        ]
+        return "".join(block["text"] for block in end["result"]["content"])
+
+    def stop_shown(self, result: Result) -> list[str]:
+        return result.stderr.splitlines()
+
     def write_call(self, path: Path, content: str) -> dict[str, Any]:
         return function_call("write", {"path": str(path), "content": content})
 
@@ -288,6 +314,45 @@ class OpenCode(Harness):
 
     def warnings(self, result: Result) -> str:
         return result.stderr  # OpenCode's log (client.app.log), printed by --print-logs
+
+    stopped_returncode = 1  # the session ended in an error
+    # The task tool's result when its subagent's session ends in `error`.
+    subagent_failed: ClassVar[str] = "Subagent failed (task_id: {task_id}): {error}"
+
+    def recorded_result(self, result: Result, call_id: str) -> str:
+        (part,) = [
+            e["part"]
+            for e in result.events()
+            if e.get("type") == "tool_use" and e["part"].get("callID") == call_id
+        ]
+        state = part["state"]
+        return str(state["error"] if state["status"] == "error" else state["output"])
+
+    def exported_result(self, session_id: str, call_id: str) -> str:
+        """The result of call `call_id` as session `session_id` keeps it (`export`: `run`
+        prints the main session's events only, not a subagent's)."""
+        done = subprocess.run(
+            [str(self.cli), "export", "--pure", session_id],
+            cwd=self.work,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        exported = json.loads(done.stdout[done.stdout.index("{") :])
+        (state,) = [
+            part["state"]
+            for message in exported["messages"]
+            for part in message["parts"]
+            if part.get("type") == "tool" and part.get("callID") == call_id
+        ]
+        return str(state["error"] if state["status"] == "error" else state["output"])
+
+    def stop_shown(self, result: Result) -> list[str]:
+        errors = [e["error"] for e in result.events() if e.get("type") == "error"]
+        return [str(error.get("data", {}).get("message")) for error in errors]
 
     def write_call(self, path: Path, content: str) -> dict[str, Any]:
         return function_call("write", {"filePath": str(path), "content": content})
@@ -348,6 +413,11 @@ class Kilo(OpenCode):
     quiet: ClassVar[dict[str, str]] = {"KILO_TELEMETRY_LEVEL": "off"}  # else PostHog
     doom_loop_epilogue = (
         "run ended with an auto-rejected permission; pass --auto for autonomous use",
+    )
+    subagent_failed = (
+        "{error}\nThis subagent session can be resumed: call the task tool again with "
+        'task_id="{task_id}" and a prompt describing how to continue or recover. Its prior '
+        "context is preserved."
     )
 
 

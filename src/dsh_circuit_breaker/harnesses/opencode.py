@@ -1,7 +1,8 @@
 """OpenCode (`opencode-ai`): a server plugin in the user's global plugin directory,
 `$XDG_CONFIG_HOME/opencode/plugins/` (default `~/.config/opencode/plugins/`), which
 OpenCode discovers at every start. The adapter is `js/opencode.mjs`:
-`tool.execute.before` throws the refusal; the agent is the session, and a subagent runs
+`tool.execute.before` throws the refusal, and a stopped session's next model request
+fails in `chat.params` with the stop reason; the agent is the session, and a subagent runs
 in a child session of its own."""
 
 from __future__ import annotations

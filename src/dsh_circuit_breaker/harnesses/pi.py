@@ -1,7 +1,7 @@
 """pi (`@mariozechner/pi-coding-agent`): an extension in the user's extension directory,
 `$PI_CODING_AGENT_DIR/extensions/` (default `~/.pi/agent/extensions/`), which pi
 discovers at every start. The adapter is `js/pi.mjs`: `tool_call` returns
-`{block: true, reason}`; the agent is the session."""
+`{block: true, reason}`, and on a stop also `ctx.abort()`; the agent is the session."""
 
 from __future__ import annotations
 

@@ -28,12 +28,28 @@ export function circuitBreaker(recorded = {}) {
     // The agent is the session: a subagent runs in a child session (with a `parentID`) of
     // its own, so a looping child is refused while its parent is not.
     const children = new Set();
+    // Sessions the breaker stopped (id -> why), until their next prompt.
+    const stopped = new Map();
     const hooks = {
       'tool.execute.before': async (call, output) => {
         const read = () => [sessionOf(call), call.tool, output.args];
         const refusal = await decide(guard, logger, read);
+        if (refusal === undefined) return;
+        if (refusal.stop && typeof call.sessionID === 'string') {
+          stopped.set(call.sessionID, refusal.stopReason);
+          logger.warn('%s', refusal.stopReason);
+        }
         // The harness turns a thrown error into the tool's error result, with this text.
-        if (refusal !== undefined) throw new Error(refusal.message);
+        throw new Error(refusal.message);
+      },
+      // Before each model request of a session. A stopped session's next request fails
+      // here, unsent, with why: the harness ends the run with that error (a subagent's
+      // task fails with it, and its parent goes on). Not `client.session.abort()` from the
+      // refused call: that raced the recording of the refusal, and the run then ended with
+      // a bare "Aborted" ("Task cancelled" for a subagent).
+      'chat.params': async (request) => {
+        const reason = stopped.get(request?.sessionID);
+        if (reason !== undefined) throw new Error(reason);
       },
       event: async ({ event }) => {
         const info = event?.properties?.info;
@@ -41,16 +57,16 @@ export function circuitBreaker(recorded = {}) {
       },
       dispose: async () => guard.stop(),
     };
-    // A new prompt in a top-level session is the user's; a child session's prompt is its
-    // parent's task.
-    if (resetsOnUserPrompt(effective)) {
-      hooks['chat.message'] = async (message) => {
-        const id = message?.sessionID;
-        if (typeof id === 'string' && id !== '' && !children.has(id)) {
-          guard.notify({ op: 'forget', agent: id });
-        }
-      };
-    }
+    // A new prompt starts a new run: a stopped session may go on. In a top-level session
+    // the prompt is the user's, which resets the session (resetOnUserPrompt); a child
+    // session's prompt is its parent's task, which does not.
+    const resets = resetsOnUserPrompt(effective);
+    hooks['chat.message'] = async (message) => {
+      const id = message?.sessionID;
+      if (typeof id !== 'string' || id === '') return;
+      stopped.delete(id);
+      if (resets && !children.has(id)) guard.notify({ op: 'forget', agent: id });
+    };
     return hooks;
   }
   return { id: ID, server };

@@ -28,7 +28,9 @@ export function circuitBreaker(options = {}) {
       logger.ui = ctx?.hasUI ? ctx.ui : undefined;
       const read = () => [sessionOf(ctx), event.toolName, event.input];
       const refusal = await decide(guard, logger, read);
-      return refusal === undefined ? undefined : { block: true, reason: refusal.message };
+      if (refusal === undefined) return undefined;
+      if (refusal.stop) stopRun(ctx, refusal.stopReason, logger);
+      return { block: true, reason: refusal.message };
     });
 
     // A prompt the user typed (or sent over RPC) starts the session afresh; one that an
@@ -48,6 +50,20 @@ export function circuitBreaker(options = {}) {
 }
 
 export default circuitBreaker();
+
+// The breaker stops the agent: end pi's run, and say why. `ctx.abort()` only aborts the
+// run's signal (pi drops the promise of its wait for the agent to go idle, which could not
+// settle before this handler returns); the block we return is still this call's result,
+// since pi's loop makes it from our answer without looking at the signal, and the next
+// model request then ends as "aborted" before it is sent.
+function stopRun(ctx, reason, logger) {
+  try {
+    ctx.abort();
+  } catch (error) {
+    logger.warn('dsh-circuit-breaker: could not stop the run: %s', String(error));
+  }
+  logger.warn('%s', reason);
+}
 
 function sessionOf(ctx) {
   const id = ctx.sessionManager.getSessionId();
