@@ -157,6 +157,28 @@ def test_probe_over_http_with_no_hook_process(claude: Path, installed: Installed
         assert (agent["harness"], agent["calls"], agent["denials"]) == ("claude-code", 6, 3)
 
 
+def test_probe_over_http_with_stop_off_refuses_four(claude: Path, installed: Installed) -> None:
+    # issue 15's probe as first specified (6 run, 4 refused), before stopping existed.
+    config = installed.home / "breaker.json"
+    config.write_text(json.dumps({"stopAfterDenials": 0}))
+    env = dict(installed.env, DSH_CIRCUIT_BREAKER_CONFIG=str(config))
+    with Service(env, token=None, cli=[str(installed.cli)]) as service:
+        session = Session(installed, f"127.0.0.1:{service.port}")
+        side = session.work / "side.txt"
+        with FakeAnthropic([*probe_calls(side), "All ten probe steps attempted."]) as model:
+            events = session.run(model, "Run the cbprobe4 probe ten times.")
+        assert side.read_text().splitlines() == ["cbprobe4"] * 6
+        uses = model.tool_uses()
+        assert len(uses) == 10 and len(model.model_requests) == 11
+        for use in uses[6:]:
+            denied = model.result_in_next_request(use["id"])
+            assert denied.is_error and DENIAL_START in denied.text
+        assert events[-1]["result"] == "All ten probe steps attempted."
+        assert decisions(service) == {"allow": 6, "duplicate": 4}
+        stops = ("dsh_circuit_breaker_stops_total", (("harness", "claude-code"),))
+        assert stops not in metric_samples(service.metrics())
+
+
 def test_session_start_starts_the_guard(claude: Path, installed: Installed) -> None:
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
