@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from conftest import require
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.fake_gemini import FakeGemini, function_responses_of, tool_call
 from support.installed import Installed
 
@@ -437,3 +438,54 @@ def test_a_hook_that_cannot_start_never_blocks(gemini: Path, installed: Installe
     )
     assert doctor.returncode == 1 and "hook command warned on BeforeTool" in doctor.stdout
     assert gone in doctor.stdout
+
+
+SEARCH = "google_web_search"
+BUDGET_REFUSED = "Tool execution blocked: " + render(
+    DEFAULT_MESSAGES["budget"], SEARCH, "budget", 12, 12
+)
+
+
+def search_query(body: dict[str, Any]) -> str | None:
+    """The query of a request that Gemini CLI's google_web_search tool made (it asks the
+    same API, with the googleSearch tool and the query as the one text), else None."""
+    if {"googleSearch": {}} not in (body.get("tools") or []):
+        return None
+    return str(body["contents"][0]["parts"][0]["text"])
+
+
+def is_search(body: dict[str, Any]) -> bool:
+    return search_query(body) is not None
+
+
+def search_result(body: dict[str, Any]) -> str:
+    return f"Found for {search_query(body)}: nothing new."
+
+
+def test_a_web_search_budget_refuses_the_thirteenth(gemini: Path, installed: Installed) -> None:
+    # The original report's agent had "Budget: 12 web_search calls" in its prompt and made
+    # 1,043 searches; here the budget is the breaker's. Every query differs, so only the
+    # budget can refuse. A search that runs asks this server (a side request, off-script).
+    run = Run(installed, {"toolLimits": {SEARCH: 12}})
+    queries = [f"circuit breaker pattern, source {i}" for i in range(1, 14)]
+    calls = [tool_call(SEARCH, {"query": q}) for q in queries]
+    script = [*calls, "Twelve searches made."]
+    with FakeGemini(script, side=is_search, side_reply=search_result) as model:
+        output = run(model, "Research the circuit breaker pattern. Budget: 12 web searches.")
+    searched = [q for q in map(search_query, model.requests) if q is not None]
+    assert searched == queries[:12]  # twelve ran; the 13th never reached the search API
+    results = [model.result_in_next_request(c["id"]) for c in model.tool_uses()]
+    assert [r.is_error for r in results] == [False] * 12 + [True]
+    for query, result in zip(queries[:12], results[:12], strict=True):
+        assert result.text.startswith(f'Web search results for "{query}"'), result.text
+        assert f"Found for {query}: nothing new." in result.text
+    assert results[12].raw["response"] == {"error": BUDGET_REFUSED}
+    assert output["response"] == "Twelve searches made."
+    (incident,) = run.incident_lines()  # one refusal: no stop (that takes three in a row)
+    assert {k: incident[k] for k in ("kind", "tool", "count", "limit", "agent")} == {
+        "kind": "budget",
+        "tool": SEARCH,
+        "count": 12,
+        "limit": 12,
+        "agent": output["session_id"],
+    }
