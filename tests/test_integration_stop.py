@@ -335,11 +335,9 @@ def strands(script: Script, config: Config | None = None) -> Run:
 def google_adk(script: Script, config: Config | None = None) -> Run:
     require(_have("google.adk"), "google-adk (extra [google-adk])")
     from google.adk.agents import LlmAgent
-    from google.adk.apps import App
     from google.adk.models.base_llm import BaseLlm
     from google.adk.models.llm_request import LlmRequest
     from google.adk.models.llm_response import LlmResponse
-    from google.adk.runners import InMemoryRunner
     from google.genai import types
 
     from dsh_circuit_breaker.integrations.google_adk import METADATA_KEY, CircuitBreakerPlugin
@@ -371,16 +369,7 @@ def google_adk(script: Script, config: Config | None = None) -> Run:
 
     agent = LlmAgent(name="agent", model=Scripted(), tools=Tools(run).functions())
     plugin = CircuitBreakerPlugin(config=config)
-    runner = InMemoryRunner(app=App(name="stop_app", root_agent=agent, plugins=[plugin]))
-
-    async def go() -> list[Any]:
-        await runner.session_service.create_session(
-            app_name="stop_app", user_id="u", session_id="s"
-        )
-        message = types.Content(role="user", parts=[types.Part(text="go")])
-        return [e async for e in runner.run_async(user_id="u", session_id="s", new_message=message)]
-
-    events = asyncio.run(go())
+    events = run_adk_app(agent, plugin)
     last = events[-1]
     text = " ".join(p.text for p in (last.content.parts if last.content else []) if p.text)
     stop = (last.custom_metadata or {}).get(METADATA_KEY)
@@ -395,6 +384,24 @@ def google_adk(script: Script, config: Config | None = None) -> Run:
 
 FRAMEWORKS = [langchain, openai_agents, pydantic_ai, strands, google_adk]
 IDS = [f.__name__ for f in FRAMEWORKS]
+
+
+def run_adk_app(root: Any, plugin: Any) -> list[Any]:
+    """One prompt ("go") to ADK agent `root` in an app with `plugin`: the events it yielded."""
+    from google.adk.apps import App
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    runner = InMemoryRunner(app=App(name="stop_app", root_agent=root, plugins=[plugin]))
+
+    async def go() -> list[Any]:
+        await runner.session_service.create_session(
+            app_name="stop_app", user_id="u", session_id="s"
+        )
+        message = types.Content(role="user", parts=[types.Part(text="go")])
+        return [e async for e in runner.run_async(user_id="u", session_id="s", new_message=message)]
+
+    return asyncio.run(go())
 
 
 def _have(module: str) -> bool:
@@ -533,11 +540,9 @@ def test_one_breaker_serves_a_stopped_agent_and_a_healthy_one() -> None:
 def test_google_adk_a_stopped_agent_tool_hands_the_stop_text_to_its_parent() -> None:
     require(_have("google.adk"), "google-adk (extra [google-adk])")
     from google.adk.agents import LlmAgent
-    from google.adk.apps import App
     from google.adk.models.base_llm import BaseLlm
     from google.adk.models.llm_request import LlmRequest
     from google.adk.models.llm_response import LlmResponse
-    from google.adk.runners import InMemoryRunner
     from google.adk.tools.agent_tool import AgentTool
     from google.genai import types
 
@@ -584,16 +589,7 @@ def test_google_adk_a_stopped_agent_tool_hands_the_stop_text_to_its_parent() -> 
 
     root = LlmAgent(name="root", model=Scripted(respond=parent), tools=[AgentTool(child)])
     plugin = CircuitBreakerPlugin()
-    runner = InMemoryRunner(app=App(name="stop_app", root_agent=root, plugins=[plugin]))
-
-    async def go() -> list[Any]:
-        await runner.session_service.create_session(
-            app_name="stop_app", user_id="u", session_id="s"
-        )
-        message = types.Content(role="user", parts=[types.Part(text="go")])
-        return [e async for e in runner.run_async(user_id="u", session_id="s", new_message=message)]
-
-    events = asyncio.run(go())
+    events = run_adk_app(root, plugin)
     assert ran == ["same"] * 6
     assert child_model.requests == 9  # stopped: no request after its third refusal in a row
     assert STOP_REASON in json.dumps(parent_saw)  # the child's final text, as the tool result
