@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from ..breaker import Decision
 
 NAME = "droid"
 LABEL = "Factory droid"
@@ -32,26 +31,15 @@ EXEMPT = ("TodoWrite", "AskUser", "ExitSpecMode")
 ANNOTATION_ARGS = ("summary", "riskLevel", "riskLevelReason")
 
 parse = _pretooluse.parse
+# droid checks `continue: false` before any permissionDecision, so a stop's answer refuses
+# the call and ends `droid exec`; the deny stays, so a droid that ignored `continue` would
+# still refuse. (Exit 3, droid's other abort, ends it the same way; `continue` keeps the
+# hook's one exit status, 0.)
+answer = _pretooluse.answer
 
 SCOPES = ("user", "project")
 FILE_OPTION = "--settings"
 SETTINGS_EVENTS = _pretooluse.EVENTS
-
-
-def answer(decision: Decision) -> str | None:
-    """Allow: print nothing. Deny: Claude Code's `permissionDecision: "deny"`, exit 0.
-    Stop: the deny plus `continue: false` and `stopReason`, which droid checks before any
-    permissionDecision: the call does not run and `droid exec` ends; the deny stays, so a
-    droid that ignored `continue` would still refuse. (Exit 3, droid's other abort, ends
-    `droid exec` the same way; `continue` keeps the hook's one exit status, 0.)"""
-    if decision.allowed:
-        return None
-    from ..cjson import canonical
-
-    out = _pretooluse.deny_output(decision)
-    if decision.stop:
-        out.update({"continue": False, "stopReason": decision.stop_reason})
-    return canonical(out)
 
 
 def probe_events(session: str) -> list[dict[str, Any]]:
