@@ -9,7 +9,7 @@
 // file). Docs: docs/cline.md in the project.
 import { format } from 'node:util';
 
-import { startGuard } from './guard.mjs';
+import { decide, startGuard } from './guard.mjs';
 
 // Cline gives a plugin's setup about 4 s (its import budget) and each hook 3 s; a guard
 // that starts slower is waited for by the first tool call instead.
@@ -80,12 +80,8 @@ export function clinePlugin({ python = null, configFile = null, state = null, pl
         if (!ready) return undefined;
         const name = toolCall?.toolName ?? tool?.name;
         if (typeof name !== 'string' || name === '') return undefined;
-        let refusal;
-        try {
-          refusal = await ready.guard.check(agentKey(snapshot), name, input ?? toolCall?.input);
-        } catch (error) {
-          logger.warn('dsh-circuit-breaker: internal error, call allowed: %s', String(error));
-        }
+        const read = () => [agentKey(snapshot), name, input ?? toolCall?.input];
+        const refusal = await decide(ready.guard, logger, read);
         return refusal === undefined ? undefined : answer(refusal);
       },
     },
