@@ -14,8 +14,9 @@ every registered harness is described.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -25,31 +26,29 @@ from support.harness_run import edit_test_project, side_lines
 from support.installed import Installed
 from support.scripted_server import Block
 
+T = TypeVar("T")
 pytestmark = pytest.mark.timeout(660)  # up to two runs of a CLI (300 s apiece)
 
-SCENARIOS = ("probe_stop_off", "probe", "subagent", "edit_cycle", "new_prompt", "cap")
 SUBAGENT_MARK = "SUBAGENT-TASK: run the loop"
+# test function -> the scenario it is: what a harness's `not_in` names.
+SCENARIOS: dict[str, str] = {}
 
 
-@pytest.fixture(scope="session")
-def harness_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("harness-cache")
-
-
-def taking_part(scenario: str) -> list[str]:
-    """The described harnesses in that scenario: all but those whose `not_in` names it
+def scenario(key: str) -> Callable[[T], T]:
+    """Run the test for every described harness but those whose `not_in` names `key`
     (tests/test_harness_registry.py lists those, with the reason)."""
-    return sorted(name for name, h in HARNESSES.items() if scenario not in h.not_in)
+
+    def mark(test: T) -> T:
+        SCENARIOS[test.__name__] = key
+        names = sorted(name for name, h in HARNESSES.items() if key not in h.not_in)
+        return pytest.mark.parametrize("harness", names, indirect=True)(test)
+
+    return mark
 
 
-def harness_for(scenario: str) -> Any:
-    @pytest.fixture(params=taking_part(scenario))
-    def harness(
-        request: pytest.FixtureRequest, installed: Installed, harness_cache: Path
-    ) -> Harness:
-        return in_scratch_home(request.param, installed, harness_cache)
-
-    return harness
+@pytest.fixture
+def harness(request: pytest.FixtureRequest, installed: Installed, harness_cache: Path) -> Harness:
+    return in_scratch_home(request.param, installed, harness_cache)
 
 
 def check_refused(h: Harness, result: Any, message: str) -> None:
@@ -78,12 +77,10 @@ def without_time(incidents: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return incidents
 
 
-probe_harness = harness_for("probe_stop_off")
-
-
-def test_probe_with_stop_off_six_run_four_refused(probe_harness: Harness) -> None:
+@scenario("probe_stop_off")
+def test_probe_with_stop_off_six_run_four_refused(harness: Harness) -> None:
     # stopAfterDenials 0: every refusal reaches the model and the run goes on to its end.
-    h = probe_harness
+    h = harness
     h.configure({"stopAfterDenials": 0})
     side = h.work / "side.txt"
     with h.model([*h.probe(side), "All ten probe steps attempted."]) as model:
@@ -104,17 +101,17 @@ def test_probe_with_stop_off_six_run_four_refused(probe_harness: Harness) -> Non
     ]
     assert outcome.session
     assert "cbprobe4" not in h.incidents.read_text()  # no argument content on disk
+    assert h.ended_by_stop(outcome) in (False, None)
+    h.check_denials(outcome, [c["id"] for c in calls[6:]])
     h.check_went_on(outcome, model, calls)
 
 
-looping_harness = harness_for("probe")
-
-
-def test_a_looping_agent_is_stopped_or_refused_past_the_stop(looping_harness: Harness) -> None:
+@scenario("probe")
+def test_a_looping_agent_is_stopped_or_refused_past_the_stop(harness: Harness) -> None:
     # Defaults: the third refusal in a row (the 9th call) stops the agent, where the
     # harness's hook can end it; elsewhere the stop is the plain refusal, every call from
     # there on is refused like the 7th, and the run goes on to the model's end.
-    h = looping_harness
+    h = harness
     side = h.work / "side.txt"
     with h.model([*h.probe(side), "All ten probe steps attempted."]) as model:
         outcome = h.run(
@@ -139,6 +136,7 @@ def test_a_looping_agent_is_stopped_or_refused_past_the_stop(looping_harness: Ha
         assert len(calls) == len(model.model_requests) == 9
         assert [r.call_id for r in model.tool_results()] == [c["id"] for c in calls[:8]]
         assert h.stop_shown(outcome) == [h.stop_text()]
+        assert h.ended_by_stop(outcome) in (True, None)
         h.check_stopped(outcome, model, calls)
     else:
         assert len(calls) == 10
@@ -146,18 +144,17 @@ def test_a_looping_agent_is_stopped_or_refused_past_the_stop(looping_harness: Ha
             check_refused(h, model.result_in_next_request(call["id"]), h.duplicate())
         assert len(model.model_requests) == 11
         assert outcome.final == "All ten probe steps attempted."
+        h.check_denials(outcome, [c["id"] for c in calls[6:]])
         h.check_went_on(outcome, model, calls)
     if outcome.session is not None:
         assert agent == outcome.session  # the harness's session id reaches the hook
 
 
-subagent_harness = harness_for("subagent")
-
-
-def test_only_the_looping_subagent_is_refused(subagent_harness: Harness) -> None:
+@scenario("subagent")
+def test_only_the_looping_subagent_is_refused(harness: Harness) -> None:
     # The subagent makes the same call for ever; the parent delegates once, waits, then
     # makes the very same call twice itself: an agent of its own, it is not refused.
-    h = subagent_harness
+    h = harness
     shape = h.subagent
     assert shape is not None
     side = h.work / "side.txt"
@@ -208,15 +205,14 @@ def test_only_the_looping_subagent_is_refused(subagent_harness: Harness) -> None
     ]
     assert shape.own_key(agent, outcome), (agent, outcome.session)
     assert "Circuit breaker" not in results[delegation["id"]].text
+    assert h.ended_by_stop(outcome) in (False, None)  # the parent went on
     h.check_subagent(outcome, model, delegation, child)
 
 
-edit_harness = harness_for("edit_cycle")
-
-
-def test_healthy_edit_test_cycle_is_never_refused(edit_harness: Harness) -> None:
+@scenario("edit_cycle")
+def test_healthy_edit_test_cycle_is_never_refused(harness: Harness) -> None:
     # Ten identical test runs, more than duplicateLimit (6), an edit between each two.
-    h = edit_harness
+    h = harness
     app = edit_test_project(h.work)
     rounds = 10
     script: list[Any] = [h.read_call(app)]
@@ -233,19 +229,16 @@ def test_healthy_edit_test_cycle_is_never_refused(edit_harness: Harness) -> None
     assert app.read_text() == f"value = {rounds}\n"
     assert outcome.final == "All green after ten rounds."
     assert h.incident_lines() == []
-
-
-prompt_harness = harness_for("new_prompt")
+    h.check_denials(outcome, [])
 
 
 @pytest.mark.parametrize("reset", [True, False])
-def test_a_new_user_prompt_starts_the_main_agent_afresh(
-    prompt_harness: Harness, reset: bool
-) -> None:
+@scenario("new_prompt")
+def test_a_new_user_prompt_starts_the_main_agent_afresh(harness: Harness, reset: bool) -> None:
     # Within one prompt the count goes on across tool results (a harness that sends a
     # prompt event before every model request must not reset it); the person's next prompt
     # in the same session starts it afresh, unless resetOnUserPrompt is off.
-    h = prompt_harness
+    h = harness
     h.configure({"resetOnUserPrompt": reset})
     side = h.work / "side.txt"
 
@@ -274,15 +267,14 @@ def test_a_new_user_prompt_starts_the_main_agent_afresh(
         if h.stops():
             assert len(second.model_requests) == 2  # stopped at the 9th, nothing after
             assert h.stop_text() in h.stop_shown(two)
+            assert h.ended_by_stop(two) in (True, None)
         else:
             check_refused(h, second.result_in_next_request(nine), h.duplicate())
 
 
-cap_harness = harness_for("cap")
-
-
-def test_cap_text_reaches_the_model(cap_harness: Harness) -> None:
-    h = cap_harness
+@scenario("cap")
+def test_cap_text_reaches_the_model(harness: Harness) -> None:
+    h = harness
     h.configure({"maxCallsPerAgent": 3, "window": 6})
     side = h.work / "side.txt"
     calls = [h.shell(f"echo {i} >> {side}", f"Step {i}") for i in range(5)]
@@ -296,5 +288,6 @@ def test_cap_text_reaches_the_model(cap_harness: Harness) -> None:
     for result in results[3:]:
         check_refused(h, result, capped)
     assert len(results) == 5
+    h.check_denials(outcome, [c["id"] for c in model.tool_uses()[3:]])
     (entry,) = without_time(h.incident_lines())
     assert entry == incident("cap", h.shell_tool, 3, 3, outcome.session or entry["agent"])

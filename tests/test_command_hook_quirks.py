@@ -31,11 +31,6 @@ pytestmark = pytest.mark.timeout(660)
 SUBAGENT_MARK = "SUBAGENT-TASK: run the loop"
 
 
-@pytest.fixture(scope="module")
-def harness_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("harness-cache")
-
-
 @pytest.fixture
 def scratch(installed: Installed, harness_cache: Path) -> Any:
     def make(name: str) -> Harness:

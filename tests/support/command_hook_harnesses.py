@@ -104,13 +104,13 @@ class Harness:
         checked: the hook it will run is the installed interpreter, not this checkout's."""
         raise NotImplementedError
 
-    def argv(self, model: ScriptedServer, prompt: str, *more: str) -> list[str]:
+    def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
         raise NotImplementedError
 
-    def run_env(self, model: ScriptedServer) -> dict[str, str]:
+    def run_env(self, model: Any) -> dict[str, str]:
         return self.env
 
-    def read(self, done: subprocess.CompletedProcess[str], model: ScriptedServer) -> Outcome:
+    def read(self, done: subprocess.CompletedProcess[str], model: Any) -> Outcome:
         """Check a finished run went well and read what it printed."""
         raise NotImplementedError
 
@@ -133,7 +133,14 @@ class Harness:
         """Where the run kept the breaker's stop reason (transcript notes, stderr lines)."""
         raise NotImplementedError
 
+    def ended_by_stop(self, outcome: Outcome) -> bool | None:
+        """Whether the run's own result says a hook stopped it (None: it does not say)."""
+        return None
+
     # Harness-specific checks of a shared scenario (the default: none).
+    def check_denials(self, outcome: Outcome, refused: list[str]) -> None:
+        """After any run: `refused`, the ids of the calls the model was told were refused."""
+
     def check_stopped(self, outcome: Outcome, model: Any, calls: list[Block]) -> None:
         """After a stop at the 9th call (`calls`: the calls made)."""
 
@@ -303,17 +310,17 @@ class ClaudeCode(Harness):
         (handler,) = entry["hooks"]
         assert shlex.split(handler["command"])[0] == str(self.installed.python), handler
 
-    def run_env(self, model: ScriptedServer) -> dict[str, str]:
+    def run_env(self, model: Any) -> dict[str, str]:
         return dict(
             self.env,
-            ANTHROPIC_BASE_URL=model.url,  # type: ignore[attr-defined]
+            ANTHROPIC_BASE_URL=model.url,
             ANTHROPIC_API_KEY="sk-ant-fake-key-for-tests",
             CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
             DISABLE_TELEMETRY="1",
             DISABLE_AUTOUPDATER="1",
         )
 
-    def argv(self, model: ScriptedServer, prompt: str, *more: str) -> list[str]:
+    def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
         output = ["--output-format", "stream-json", "--verbose"]
         tools = ["--allowedTools", "Bash Edit Read Agent"]
         return [
@@ -327,7 +334,7 @@ class ClaudeCode(Harness):
             *more,
         ]
 
-    def read(self, done: subprocess.CompletedProcess[str], model: ScriptedServer) -> Outcome:
+    def read(self, done: subprocess.CompletedProcess[str], model: Any) -> Outcome:
         events = json_objects(done.stdout)
         result = events[-1]
         assert result["type"] == "result" and result["is_error"] is False, result
@@ -372,8 +379,10 @@ class ClaudeCode(Harness):
         (stop,) = claude_stops(transcript)
         assert (stop["hookName"], stop["toolUseID"]) == ("PreToolUse:Bash", calls[8]["id"])
 
+    def ended_by_stop(self, outcome: Outcome) -> bool | None:
+        return bool(outcome.result["terminal_reason"] == "hook_stopped")
+
     def check_went_on(self, outcome: Outcome, model: Any, calls: list[Block]) -> None:
-        assert outcome.result["terminal_reason"] != "hook_stopped"
         assert self.stop_shown(outcome) == []
 
     def check_subagent(
@@ -390,12 +399,11 @@ class ClaudeCode(Harness):
             for i, body in enumerate(requests)
             if delegation["id"] in {r.call_id for r in results(body)}
         ]
-        last_child = max(i for i, body in enumerate(requests) if self.subagent.is_child(body))  # type: ignore[union-attr]
+        last_child = max(i for i, body in enumerate(requests) if self.subagent.is_child(body))
         assert carrying and carrying[0] == last_child + 1
         (handed_back,) = [r for r in model.tool_results() if r.call_id == delegation["id"]]
         assert not handed_back.is_error
         assert "(Subagent completed but returned no output.)" in handed_back.text
-        assert outcome.result["terminal_reason"] != "hook_stopped"
 
 
 # -- Codex ---------------------------------------------------------------------------------
@@ -450,14 +458,14 @@ class Codex(Harness):
         assert shlex.split(handler["command"])[0] == str(self.installed.python), handler
         self.state = Path(self.env["XDG_STATE_HOME"]) / "dsh-circuit-breaker" / "state.db"
 
-    def argv(self, model: ScriptedServer, prompt: str, *more: str) -> list[str]:
-        (self.codex_home / "config.toml").write_text(CODEX_CONFIG.format(url=model.url))  # type: ignore[attr-defined]
+    def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
+        (self.codex_home / "config.toml").write_text(CODEX_CONFIG.format(url=model.url))
         flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
         if self.trust:
             flags.append("--dangerously-bypass-hook-trust")
         return [str(self.cli), "exec", *flags, *more, prompt]
 
-    def read(self, done: subprocess.CompletedProcess[str], model: ScriptedServer) -> Outcome:
+    def read(self, done: subprocess.CompletedProcess[str], model: Any) -> Outcome:
         session = re.search(r"session id: (\S+)", done.stderr)
         assert session is not None, done.stderr[-3000:]
         return Outcome(
@@ -516,19 +524,19 @@ class Copilot(Harness):
         assert str(self.hooks_file) in self.install().stdout
         self.check_hook_command(self.hooks_file)
 
-    def run_env(self, model: ScriptedServer) -> dict[str, str]:
+    def run_env(self, model: Any) -> dict[str, str]:
         return dict(
             self.env,
-            COPILOT_PROVIDER_BASE_URL=model.url,  # type: ignore[attr-defined]
+            COPILOT_PROVIDER_BASE_URL=model.url,
             COPILOT_PROVIDER_API_KEY="sk-fake-key-for-tests",
             COPILOT_MODEL="fake-model",
         )
 
-    def argv(self, model: ScriptedServer, prompt: str, *more: str) -> list[str]:
+    def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
         flags = ["--allow-all-tools", "--output-format", "json", "--no-auto-update"]
         return [str(self.cli), "-p", prompt, *flags, *more]
 
-    def read(self, done: subprocess.CompletedProcess[str], model: ScriptedServer) -> Outcome:
+    def read(self, done: subprocess.CompletedProcess[str], model: Any) -> Outcome:
         events = json_objects(done.stdout)
         assert events and events[-1]["type"] == "result", done.stdout[-2000:]
         messages = [e for e in events if e["type"] == "assistant.message"]
@@ -606,14 +614,14 @@ class Droid(Harness):
         self.check_hook_command(self.settings)
         assert json.loads(self.settings.read_text())["customModels"] == [mine]  # kept
 
-    def argv(self, model: ScriptedServer, prompt: str, *more: str) -> list[str]:
+    def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
         settings = json.loads(self.settings.read_text())
-        settings["customModels"] = [dict(DROID_MODEL, baseUrl=model.url)]  # type: ignore[attr-defined]
+        settings["customModels"] = [dict(DROID_MODEL, baseUrl=model.url)]
         self.settings.write_text(json.dumps(settings))
         command = [str(self.cli), "exec", "--auto", "high", "-m", "custom:Fake-0", "-o", "json"]
         return [*command, *more, prompt]
 
-    def read(self, done: subprocess.CompletedProcess[str], model: ScriptedServer) -> Outcome:
+    def read(self, done: subprocess.CompletedProcess[str], model: Any) -> Outcome:
         assert set(model.paths) == {"/v1/chat/completions"}
         assert done.stderr == ""
         result: dict[str, Any] = json.loads(done.stdout)
@@ -782,22 +790,22 @@ class GeminiCli(Harness):
         assert self.trap.hits == [], "a request tried to leave loopback"
         return outcome
 
-    def run_env(self, model: ScriptedServer) -> dict[str, str]:
+    def run_env(self, model: Any) -> dict[str, str]:
         return dict(
             self.env,
             GEMINI_API_KEY="fake-gemini-key-for-tests",
-            GOOGLE_GEMINI_BASE_URL=model.url,  # type: ignore[attr-defined]
+            GOOGLE_GEMINI_BASE_URL=model.url,
             GEMINI_CLI_TRUST_WORKSPACE="true",  # what trusting the folder records
             HTTPS_PROXY=self.trap.url,
             HTTP_PROXY=self.trap.url,
             NO_PROXY="127.0.0.1",
         )
 
-    def argv(self, model: ScriptedServer, prompt: str, *more: str) -> list[str]:
+    def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
         output = [] if "-o" in more else ["-o", "json"]
         return [str(self.cli), "-p", prompt, "--yolo", *output, "-m", GEMINI_MODEL, *more]
 
-    def read(self, done: subprocess.CompletedProcess[str], model: ScriptedServer) -> Outcome:
+    def read(self, done: subprocess.CompletedProcess[str], model: Any) -> Outcome:
         assert model.paths and all(p.endswith(GEMINI_PATHS) for p in model.paths), model.paths
         if not done.stdout.lstrip().startswith("{"):  # text output
             return Outcome(done.stdout, done.stderr)
@@ -885,20 +893,20 @@ class QwenCode(Harness):
         assert f"installed in {self.settings}" in self.install().stdout
         self.check_hook_command(self.settings)
 
-    def run_env(self, model: ScriptedServer) -> dict[str, str]:
+    def run_env(self, model: Any) -> dict[str, str]:
         return dict(
             self.env,
-            OPENAI_BASE_URL=model.url,  # type: ignore[attr-defined]
+            OPENAI_BASE_URL=model.url,
             OPENAI_API_KEY="sk-fake-key-for-tests",
             OPENAI_MODEL="fake-model",
             QWEN_CODE_DISABLE_PRECONNECT="1",
             QWEN_CODE_SUPPRESS_YOLO_WARNING="1",
         )
 
-    def argv(self, model: ScriptedServer, prompt: str, *more: str) -> list[str]:
+    def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
         return [str(self.cli), "--auth-type", "openai", "-p", prompt, "--yolo", "-o", "json", *more]
 
-    def read(self, done: subprocess.CompletedProcess[str], model: ScriptedServer) -> Outcome:
+    def read(self, done: subprocess.CompletedProcess[str], model: Any) -> Outcome:
         assert model.paths and set(model.paths) == {"/v1/chat/completions"}
         result: dict[str, Any] = json.loads(done.stdout)[-1]
         assert result["type"] == "result" and result["is_error"] is False, result
@@ -918,16 +926,14 @@ class QwenCode(Harness):
         assert outcome.session is not None
         return ["--resume", outcome.session]
 
-    def check_went_on(self, outcome: Outcome, model: Any, calls: list[Block]) -> None:
-        # Qwen counts our denials as permission denials; an allowed call's result is its own.
-        denied = [d["tool_use_id"] for d in outcome.result["permission_denials"]]
-        refused = [c["id"] for c in calls if self.refused(model, c)]
-        assert denied == refused
-        for call in calls[:6]:
-            assert model.result_in_next_request(call["id"]).text.startswith("Command: ")
+    def check_denials(self, outcome: Outcome, refused: list[str]) -> None:
+        # Qwen counts our denials as permission denials.
+        assert [d["tool_use_id"] for d in outcome.result["permission_denials"]] == refused
 
-    def refused(self, model: Any, call: Block) -> bool:
-        return "Circuit breaker" in model.result_in_next_request(call["id"]).text
+    def check_went_on(self, outcome: Outcome, model: Any, calls: list[Block]) -> None:
+        for call in calls[:6]:  # an allowed call's result is Qwen's own
+            text = model.result_in_next_request(call["id"]).text
+            assert text.startswith("Command: echo cbprobe4"), text
 
 
 # name -> description: a command-hook harness is one class and one line here.
