@@ -74,7 +74,9 @@ def test_every_command_hook_harness_runs_each_scenario_or_says_why_not() -> None
     for test, param in collected("test_command_hook_e2e.py"):
         ran[harness_of(param, set(HARNESSES))].add(SCENARIOS[test])
     scenarios = set(SCENARIOS.values())
-    for name, described in command_hook_harnesses.HARNESSES.items():
+    for name in HARNESSES:
+        described = command_hook_harnesses.HARNESSES.get(name)
+        assert described is not None, f"{name}: registered, with no e2e description"
         gaps = described.not_in
         assert set(gaps) <= scenarios, (name, gaps)
         assert all(reason.strip() for reason in gaps.values()), name

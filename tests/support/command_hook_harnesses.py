@@ -73,7 +73,7 @@ class Harness:
     name: ClassVar[str]  # `install NAME`, a key of harnesses.HARNESSES
     executable: ClassVar[str]  # in tests/e2e/node_modules/.bin
     fake: ClassVar[type[ScriptedServer]]  # the model API it speaks
-    shell_tool: ClassVar[str]  # its shell tool's name, as the hook sees it
+    shell_tool: ClassVar[str]  # its shell tool's name, as the hook sees it (and the model)
     # What it puts before the breaker's text in a refused call's result.
     refusal_prefix: ClassVar[str] = ""
     # True: a refused call's result is that prefix and the breaker's text, nothing more.
@@ -117,7 +117,7 @@ class Harness:
     def shell(self, command: str, label: str) -> Block:
         """A shell call as its model writes it: `label` goes into the arguments the model
         rewrites on every call (a description, a summary), where it has them."""
-        raise NotImplementedError
+        return tool_call(self.shell_tool, {"command": command, "description": label})
 
     def read_call(self, path: Path) -> Block:
         raise NotImplementedError
@@ -342,9 +342,6 @@ class ClaudeCode(Harness):
             done.stdout, done.stderr, result, events, result["session_id"], result["result"]
         )
 
-    def shell(self, command: str, label: str) -> Block:
-        return tool_call("Bash", {"command": command, "description": label})
-
     def read_call(self, path: Path) -> Block:
         return tool_call("Read", {"file_path": str(path)})
 
@@ -542,9 +539,6 @@ class Copilot(Harness):
         messages = [e for e in events if e["type"] == "assistant.message"]
         final = str(messages[-1]["data"]["content"]) if messages else None
         return Outcome(done.stdout, done.stderr, events[-1], events, events[-1]["sessionId"], final)
-
-    def shell(self, command: str, label: str) -> Block:
-        return tool_call("bash", {"command": command, "description": label})
 
     def read_call(self, path: Path) -> Block:
         return tool_call("view", {"path": str(path)})
@@ -814,9 +808,6 @@ class GeminiCli(Harness):
             done.stdout, done.stderr, result, [], result["session_id"], result["response"]
         )
 
-    def shell(self, command: str, label: str) -> Block:
-        return tool_call("run_shell_command", {"command": command, "description": label})
-
     def read_call(self, path: Path) -> Block:
         return tool_call("read_file", {"file_path": str(path)})
 
@@ -911,9 +902,6 @@ class QwenCode(Harness):
         result: dict[str, Any] = json.loads(done.stdout)[-1]
         assert result["type"] == "result" and result["is_error"] is False, result
         return Outcome(done.stdout, done.stderr, result, [], result["session_id"], result["result"])
-
-    def shell(self, command: str, label: str) -> Block:
-        return tool_call("run_shell_command", {"command": command, "description": label})
 
     def read_call(self, path: Path) -> Block:
         return tool_call("read_file", {"file_path": str(path)})
