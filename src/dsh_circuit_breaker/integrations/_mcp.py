@@ -1,21 +1,17 @@
-"""What the two MCP server middlewares (`fastmcp`, `mcp_server`) share: which agent a
-`tools/call` counts against, and the refusal in the negotiated version's shape. Both follow
-the relay (`guard/mcp.py`), so an agent has the same key whichever of them guards it."""
+"""What the two MCP server middlewares (`fastmcp`, `mcp_server`) share with the relay
+(`guard/mcp.py`): the agent a `tools/call` counts against, keyed as the relay keys it, and
+the refusal, the relay's `CallToolResult`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-# Keys of the 2026-07-28 per-request `_meta` envelope.
-META_CLIENT = "io.modelcontextprotocol/clientInfo"
-# Conversation ids clients are known to send in a request's `_meta`.
-CONVERSATION_KEYS = ("sessionID",)  # OpenCode (and Kilo, its fork)
-MAX_KEY_PART = 200  # characters of a client's name or id kept in an agent key
-# Protocol versions without the initialize handshake: each request stands alone (the SDKs
-# build a new connection object for every one), so there is no connection to key by.
-STATELESS_VERSIONS = ("2026-07-28",)
-# Where a middleware keeps its per-connection id in the SDK's per-connection `state`.
+from ..guard.mcp import CONVERSATION_KEYS, MAX_KEY_PART, META_CLIENT, refusal
+
+__all__ = ["STATE_KEY", "agent_key", "client_name", "refusal", "tool_name"]
+
+# Where a middleware keeps its id for a connection, in the SDK's per-connection `state`.
 STATE_KEY = "dsh_circuit_breaker.connection"
 
 
@@ -36,15 +32,6 @@ def client_name(info: Any) -> str | None:
     """`clientInfo.name`, from a mapping or an SDK model."""
     name = info.get("name") if isinstance(info, Mapping) else getattr(info, "name", None)
     return name if isinstance(name, str) and name else None
-
-
-def refusal(text: str, version: str | None) -> dict[str, Any]:
-    """A refused call's `CallToolResult`: an error result whose one text block is the
-    breaker's text, with `resultType` where the version requires it."""
-    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
-    if version in STATELESS_VERSIONS:
-        result["resultType"] = "complete"
-    return result
 
 
 def tool_name(name: str, server: str | None) -> str:

@@ -20,11 +20,12 @@ import mcp_types
 from fastmcp.server.context import Context
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..breaker import CircuitBreaker
 from ..config import Config
 from ._common import acheck, make_breaker, model_arguments, warn_allowed
-from ._mcp import STATELESS_VERSIONS, agent_key, client_name, tool_name
+from ._mcp import agent_key, client_name, tool_name
 
 AgentIdFunc = Callable[[Context], str]
 
@@ -41,7 +42,7 @@ def default_agent_id(ctx: Context) -> str:
     params = request.session.client_params
     client = client_name(params.client_info) if params is not None else None
     connection = None
-    if request.protocol_version not in STATELESS_VERSIONS:
+    if request.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         connection = ctx.session_id
     return agent_key(request.meta, client, connection)
 

@@ -20,11 +20,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..breaker import CircuitBreaker
 from ..config import Config
 from ._common import acheck, make_breaker, model_arguments, warn_allowed
-from ._mcp import STATE_KEY, STATELESS_VERSIONS, agent_key, client_name, refusal, tool_name
+from ._mcp import STATE_KEY, agent_key, client_name, refusal, tool_name
 
 AgentIdFunc = Callable[[ServerRequestContext[Any, Any]], str]
 
@@ -37,7 +38,7 @@ def default_agent_id(ctx: ServerRequestContext[Any, Any]) -> str:
     params = ctx.session.client_params
     client = client_name(params.client_info) if params is not None else None
     connection = None
-    if ctx.protocol_version not in STATELESS_VERSIONS:
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         connection = _connection_id(ctx)
     # The raw `_meta`: the SDK's typed `ctx.meta` is not promised to keep unknown keys.
     meta = (ctx.params or {}).get("_meta")
