@@ -17,6 +17,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..breaker import Decision
 
 NAME = "mcp"
@@ -29,3 +31,30 @@ def answer(decision: Decision) -> str | None:
     """The text the model gets as the refused call's result (None: allowed). A stop
     changes nothing: the client cannot be told to end its agent."""
     return None if decision.allowed else decision.message
+
+
+# -- install / uninstall / doctor: the relay around each server of a client's config -------
+
+
+def add_arguments(parser: Any, action: str) -> None:
+    from ._mcp_clients import add_arguments as add
+
+    add(parser, action)
+
+
+def install(args: Any) -> int:
+    from ._mcp_clients import install as run
+
+    return run(args)
+
+
+def uninstall(args: Any) -> int:
+    from ._mcp_clients import uninstall as run
+
+    return run(args)
+
+
+def doctor(args: Any) -> int:
+    from ._mcp_clients import doctor as run
+
+    return run(args)
