@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -349,7 +350,10 @@ def install(args: argparse.Namespace) -> int:
     _save_record(path, no_args)
     note = f" (backup: {saved})" if saved else ""
     print(f"{label}: {len(changes)} server(s) now run through the relay in {path}{note}")
-    print(f"restart {label} to use them; check them: dsh-circuit-breaker doctor mcp ...")
+    which = f"--file {shlex.quote(str(path))}" if args.file else args.client
+    if args.project:
+        which += f" --project {shlex.quote(args.project)}"
+    print(f"restart {label} to use them; check them: dsh-circuit-breaker doctor mcp {which}")
     return 0
 
 
