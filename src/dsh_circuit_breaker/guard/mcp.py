@@ -453,7 +453,11 @@ def run(args: Any) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     if args.http:
-        return _usage("--http is not available yet")
+        if command:
+            return _usage("--http relays to --upstream URL; it takes no COMMAND")
+        from .mcp_http import serve
+
+        return serve(args)
     if args.upstream:
         return _usage("--upstream needs --http [HOST:]PORT")
     if not command:
