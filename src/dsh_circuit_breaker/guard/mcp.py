@@ -115,7 +115,7 @@ class McpGuard:
         """The refusal (a `CallToolResult` in `version`'s shape) for one `tools/call` of
         `tool` (the server's name for it) by `agent`, or None to pass the call on."""
         from ..harnesses import Call
-        from ..hook import judge
+        from ..judge import judge
 
         name = f"{self.server}/{tool}" if self.server else tool
         call = Call(agent, name, {} if arguments is None else arguments)

@@ -274,8 +274,8 @@ def serve(args: Any) -> int:
     import signal
     import ssl
 
-    from ..config import ConfigError
     from .. import token as tokens
+    from ..config import ConfigError
     from .cli import listening
     from .mcp import _server_name
 
