@@ -34,8 +34,9 @@ SDK_SERVER = Path(__file__).parent / "support" / "mcp_echo_server.py"
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def everything() -> list[str]:
+@pytest.fixture(name="everything")
+def everything_command() -> list[str]:
+    """server-everything over stdio (the fixture `everything`)."""
     require(EVERYTHING.exists(), "@modelcontextprotocol/server-everything (tests/e2e)")
     require(shutil.which("node") is not None, "node")
     return ["node", str(EVERYTHING), "stdio"]

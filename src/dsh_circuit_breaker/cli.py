@@ -14,7 +14,10 @@ if TYPE_CHECKING:
 # name -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("dsh_circuit_breaker.demo", "replay the cbprobe4 probe through the breaker"),
-    "serve": ("dsh_circuit_breaker.dsh.serve", "guard process for harness plugins (JSON lines)"),
+    "serve": (
+        "dsh_circuit_breaker.guard.cli",
+        "the resident guard: JSON lines on stdio for the plugins, or HTTP hooks and the live page",
+    ),
     "install": ("dsh_circuit_breaker.commands.install", "put the breaker into a harness"),
     "uninstall": ("dsh_circuit_breaker.commands.uninstall", "take the breaker out of a harness"),
     "doctor": ("dsh_circuit_breaker.commands.doctor", "prove the breaker loads in a harness"),

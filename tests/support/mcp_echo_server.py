@@ -1,7 +1,8 @@
 """An MCP server built with the official `mcp` SDK (`MCPServer`), which speaks both
 2025-11-25 (the `initialize` handshake) and 2026-07-28 (a `_meta` envelope on every
-request) over stdio: the relay's upstream for the 2026-07-28 tests, since
-server-everything speaks only 2025-11-25. `echo` counts its own runs in its answer."""
+request), over stdio, or Streamable HTTP with `--http PORT` (at /mcp): the relay's upstream
+for the 2026-07-28 tests, since server-everything speaks only 2025-11-25. `echo` counts its
+own runs in its answer."""
 
 from __future__ import annotations
 
@@ -20,4 +21,9 @@ def echo(message: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    import sys
+
+    if sys.argv[1:2] == ["--http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

@@ -6,14 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..agents import forget
 from ..display import plural, printable
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ..state import AgentState
-    from ..stores.base import Store
-
-SUGGESTED = 5  # similar stored ids named for an id that is not in the store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,10 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..agents import describe
     from ..config import ConfigError
     from ..stores import StoreUnavailable
     from ._state import open_state
-    from .status import describe
 
     wanted: list[str] = list(dict.fromkeys(args.agents))
     try:
@@ -64,30 +58,3 @@ def run(args: argparse.Namespace) -> int:
         print("(`dsh-circuit-breaker status` lists the agents in the store)")
         return 1
     return 0
-
-
-def forget(
-    store: Store, wanted: list[str]
-) -> tuple[dict[str, AgentState | None], dict[str, list[str]]]:
-    """Reset each wanted agent that `store` holds. Returns the state each one had (None:
-    an unreadable record, removed as well) and, for each wanted id, stored ids that
-    resemble it (for one that is not in the store)."""
-    found: dict[str, AgentState | None] = {}
-    similar: dict[str, list[str]] = {agent: [] for agent in wanted}
-    for agent, state in store.agents():
-        if agent in similar:
-            found[agent] = state
-        else:
-            _note_similar(agent, similar)
-    for agent in found:
-        store.reset(agent)
-    return found, similar
-
-
-def _note_similar(stored: str, similar: dict[str, list[str]]) -> None:
-    """Remember `stored` for each wanted id it resembles: it contains that id, or ends in
-    the same subagent id (`SESSION/AGENT_ID` given as `AGENT_ID`, or under another session)."""
-    for agent, names in similar.items():
-        tail = agent.rsplit("/", 1)[-1]
-        if len(names) < SUGGESTED and (agent in stored or stored.endswith("/" + tail)):
-            names.append(stored)

@@ -1,5 +1,6 @@
-"""`serve --http`'s options, and running it: the server (`http`) or `--ensure`
-(`ensure`). Imported by `serve`'s parser, so it imports neither until run."""
+"""`dsh-circuit-breaker serve`: the resident guard, over stdio (`stdio`, the JavaScript
+plugins' guard) or HTTP (`http`, with `--ensure` and `--stop` in `ensure`). Imported by
+`serve`'s parser, so it imports none of them until run."""
 
 from __future__ import annotations
 
@@ -14,6 +15,24 @@ from ..config_file import ENV_TOKEN
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    transport = parser.add_mutually_exclusive_group(required=True)
+    transport.add_argument(
+        "--stdio",
+        action="store_true",
+        help="speak newline-delimited JSON on stdin/stdout (a harness plugin's guard)",
+    )
+    transport.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="answer HTTP hooks, the live page and /metrics (loopback by default)",
+    )
+    parser.add_argument(
+        "--config-json",
+        default=None,
+        metavar="JSON",
+        help="--stdio: breaker config as a JSON object (camelCase keys); a `hello` replaces it",
+    )
+    parser.add_argument("--state", default=None, metavar="URL", help="state store URL")
     group = parser.add_argument_group("HTTP guard (--http)")
     group.add_argument("--config", metavar="FILE", help="config file (as the hook reads it)")
     group.add_argument(
@@ -45,12 +64,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def build(args: argparse.Namespace) -> Any:
     """The server `serve --http` runs, bound and ready; ConfigError, ValueError or
     OSError say what is wrong."""
+    from .. import token as tokens
+    from .http import GuardHTTPServer
+    from .service import Guard
+
+    host, port, tls, loopback = listening(args)
+    token = tokens.resolve(args.token)
+    guard = Guard(args.config, args.state)
+    try:
+        # A remote service is reached by names this process cannot know: there TLS stops
+        # a rebinding page (its certificate would not match), the token everything else.
+        return GuardHTTPServer((host, port), guard, token, tls=tls, check_host=loopback)
+    except BaseException:
+        guard.close()
+        raise
+
+
+def listening(args: argparse.Namespace) -> tuple[str, int, Any, bool]:
+    """Where `--http` listens: (host, port, the TLS context or None, loopback?). A
+    non-loopback address needs --allow-remote and TLS (also `mcp --http`'s rule)."""
     import ssl
 
+    from ..address import is_loopback, parse_address
     from ..config import ConfigError
-    from . import token as tokens
-    from .http import GuardHTTPServer, is_loopback, parse_address
-    from .service import Guard
 
     host, port = parse_address(args.http)
     loopback = is_loopback(host)
@@ -69,18 +105,14 @@ def build(args: argparse.Namespace) -> Any:
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.minimum_version = ssl.TLSVersion.TLSv1_2
         tls.load_cert_chain(args.tls_cert, args.tls_key)
-    token = tokens.resolve(args.token)
-    guard = Guard(args.config, args.state)
-    try:
-        # A remote service is reached by names this process cannot know: there TLS stops
-        # a rebinding page (its certificate would not match), the token everything else.
-        return GuardHTTPServer((host, port), guard, token, tls=tls, check_host=loopback)
-    except BaseException:
-        guard.close()
-        raise
+    return host, port, tls, loopback
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.http is None:
+        from . import stdio
+
+        return stdio.run(args.config_json, args.state)
     import logging
     import ssl
 
@@ -100,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"dsh-circuit-breaker serve: {exc}", file=sys.stderr)
         return 2
     from .._version import __version__
-    from .http import page_url
+    from ..address import page_url
     from .service import redacted
 
     warning = server.guard.open()

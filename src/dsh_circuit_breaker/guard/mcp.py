@@ -44,7 +44,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 from ..cjson import loads
 
@@ -86,32 +86,28 @@ def refusal(text: str, version: str | None) -> dict[str, Any]:
 class McpGuard:
     """The breaker as MCP servers get it: config and state exactly as a command hook
     loads them (`--config`, `--state`, the same defaults), with the MCP harness's
-    spellings; thread-safe. The store is opened at the first judged call."""
+    spellings; thread-safe. A bad config file or state URL fails here (ConfigError);
+    the store itself is reached at the first judged call."""
 
     def __init__(
         self, config_path: str | None = None, state: str | None = None, server: str | None = None
     ) -> None:
+        from ..breaker import CircuitBreaker
         from ..config_file import hook_config, state_url
         from ..harnesses import mcp as harness
+        from ..hook import _ensure_parent
 
-        config, file_state = hook_config(config_path, harness)  # a bad file fails here
+        config, file_state = hook_config(config_path, harness)
         self.config = config
         self.url = state_url(state, file_state)
         self.server = server
         self._harness = harness
-        self._breaker: Any = None
-        self._lock = threading.Lock()
+        if config.incident_log:
+            _ensure_parent(config.incident_log)
+        self._breaker = CircuitBreaker(config, state=self.url)
 
     def breaker(self) -> Any:
-        with self._lock:
-            if self._breaker is None:
-                from ..breaker import CircuitBreaker
-                from ..hook import _ensure_parent
-
-                if self.config.incident_log:
-                    _ensure_parent(self.config.incident_log)
-                self._breaker = CircuitBreaker(self.config, state=self.url)
-            return self._breaker
+        return self._breaker
 
     def judge(
         self, agent: str, tool: str, arguments: Any, version: str | None = None
@@ -119,7 +115,7 @@ class McpGuard:
         """The refusal (a `CallToolResult` in `version`'s shape) for one `tools/call` of
         `tool` (the server's name for it) by `agent`, or None to pass the call on."""
         from ..harnesses import Call
-        from ..hook import judge
+        from ..judge import judge
 
         name = f"{self.server}/{tool}" if self.server else tool
         call = Call(agent, name, {} if arguments is None else arguments)
@@ -127,10 +123,7 @@ class McpGuard:
         return None if text is None else refusal(text, version)
 
     def close(self) -> None:
-        with self._lock:
-            if self._breaker is not None:
-                self._breaker.close()
-                self._breaker = None
+        self._breaker.close()
 
 
 class Connection:
@@ -251,23 +244,23 @@ class Lines:
         self._scanned = 0  # bytes of the buffer known to hold no newline
         self._long = False  # inside a line longer than `limit`
 
-    def read(self) -> tuple[bytes, bool] | None:
+    def read(self) -> tuple[bytes | bytearray, bool] | None:
         buffer = self._buffer
         while True:
             newline = buffer.find(b"\n", self._scanned)
             if newline >= 0:
-                line = bytes(buffer[: newline + 1])
+                with memoryview(buffer) as view:  # one copy, not two
+                    line = bytes(view[: newline + 1])
                 del buffer[: newline + 1]
                 self._scanned = 0
                 whole = not self._long
                 self._long = False
                 return line, whole
-            if len(buffer) >= self.limit:
+            if len(buffer) >= self.limit or (self._long and buffer):
+                # Past the limit, each read is passed on as it comes: nothing accumulates.
                 self._long = True
-                piece = bytes(buffer)
-                buffer.clear()
-                self._scanned = 0
-                return piece, False
+                self._buffer, self._scanned = bytearray(), 0  # handed over, not copied
+                return buffer, False
             self._scanned = len(buffer)
             try:
                 data = os.read(self.fd, CHUNK)
@@ -293,7 +286,7 @@ class Writer:
         with self.lock:
             self.write_held(data)
 
-    def write_held(self, data: bytes) -> None:
+    def write_held(self, data: bytes | bytearray) -> None:
         """Write with `lock` already held (the pieces of one long line)."""
         view = memoryview(data)
         while view:
@@ -421,6 +414,12 @@ def add_arguments(parser: Any) -> None:
     import argparse
 
     parser.usage = USAGE
+
+    def error(message: str) -> NoReturn:  # one line, as every other failure of the relay
+        say(f"{message}; usage: {USAGE}")
+        sys.exit(2)
+
+    parser.error = error
     parser.add_argument("--config", metavar="FILE", help="config file (as the hook reads it)")
     parser.add_argument("--state", metavar="URL", help="state URL (default: sqlite:// file)")
     parser.add_argument(
@@ -454,7 +453,11 @@ def run(args: Any) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     if args.http:
-        return _usage("--http is not available yet")
+        if command:
+            return _usage("--http relays to --upstream URL; it takes no COMMAND")
+        from .mcp_http import serve
+
+        return serve(args)
     if args.upstream:
         return _usage("--upstream needs --http [HOST:]PORT")
     if not command:
