@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..invocation import HOOK_PROGRAM, entry_point
 from . import _jsonc
-from ._settings import HOOK_PROGRAM, SettingsError, write_text
+from ._settings import SettingsError, write_text
 
 RELAY_VERB = "mcp"
 STATE_FILE = "mcp-installs.json"  # in the state directory: entries installed without `args`
@@ -229,7 +230,7 @@ def wrapped(entry: dict[str, Any], name: str, options: list[str]) -> dict[str, A
     assert found is not None
     holder, command, args = found
     argv = [command, *args]
-    relay = [os.path.abspath(sys.executable), "-c", HOOK_PROGRAM, RELAY_VERB]
+    relay = [*entry_point(), RELAY_VERB]
     new_args = [*relay[1:], "--name", _server_name(name), *options, "--", *argv]
     new_holder: dict[str, Any] = {}
     for k, v in holder.items():
