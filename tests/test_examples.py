@@ -1,4 +1,5 @@
-"""Every program in examples/ runs as a user would run it, against a scripted model.
+"""Every program in examples/ runs as a user would run it, against a scripted model (an
+MCP server example: started over stdio by the official MCP client, as a client would).
 
 Each one asks its agent to run one call ten times (the DSH probe). The program talks to
 the scripted server on 127.0.0.1 through its framework's real provider client, told only
@@ -115,8 +116,38 @@ RUNS = {
 }
 
 
+# MCP servers with the breaker inside: example -> the module it needs.
+SERVERS = {"fastmcp_server_example.py": "fastmcp", "mcp_server_example.py": "mcp.server"}
+
+
 def test_every_example_is_run_here() -> None:
-    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(RUNS)
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted([*RUNS, *SERVERS])
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("name", sorted(SERVERS))
+def test_server_example_refuses_the_seventh_call(name: str, mode: str, tmp_path: Path) -> None:
+    require(importlib.util.find_spec("mcp") is not None, f"the mcp client for {name}")
+    require(importlib.util.find_spec(SERVERS[name]) is not None, f"{SERVERS[name]} for {name}")
+    import asyncio
+
+    from mcp import StdioServerParameters
+    from mcp.client import Client
+
+    (tmp_path / "home").mkdir()
+    server = StdioServerParameters(
+        command=sys.executable, args=[str(EXAMPLES / name)], env=scratch_env(tmp_path / "home")
+    )
+
+    async def calls() -> list[Any]:
+        async with Client(server, mode=mode) as client:
+            return [await client.call_tool("search", {"query": "cbprobe"}) for _ in range(8)]
+
+    results = asyncio.run(asyncio.wait_for(calls(), TIMEOUT))
+    assert [r.is_error for r in results] == [False] * 6 + [True] * 2
+    assert [r.content[0].text for r in results[:6]] == ["3 results for 'cbprobe'"] * 6
+    denial = DEFAULT_MESSAGES["duplicate"].format(tool="search", count=6, limit=6)
+    assert [r.content[0].text for r in results[6:]] == [denial] * 2
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))

@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "choose limits from your own transcripts",
     ),
     "hook": ("dsh_circuit_breaker.hook", "the command hook a harness runs before each tool call"),
+    "mcp": ("dsh_circuit_breaker.guard.mcp", "the breaker in front of an MCP server (a relay)"),
     "status": ("dsh_circuit_breaker.commands.status", "agents in the state store, and limits"),
     "reset": ("dsh_circuit_breaker.commands.reset", "forget agents' state (a capped subagent)"),
     "incidents": ("dsh_circuit_breaker.commands.incidents", "the incident log, readable"),

@@ -64,13 +64,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def build(args: argparse.Namespace) -> Any:
     """The server `serve --http` runs, bound and ready; ConfigError, ValueError or
     OSError say what is wrong."""
-    import ssl
-
     from .. import token as tokens
-    from ..address import is_loopback, parse_address
-    from ..config import ConfigError
     from .http import GuardHTTPServer
     from .service import Guard
+
+    host, port, tls, loopback = listening(args)
+    token = tokens.resolve(args.token)
+    guard = Guard(args.config, args.state)
+    try:
+        # A remote service is reached by names this process cannot know: there TLS stops
+        # a rebinding page (its certificate would not match), the token everything else.
+        return GuardHTTPServer((host, port), guard, token, tls=tls, check_host=loopback)
+    except BaseException:
+        guard.close()
+        raise
+
+
+def listening(args: argparse.Namespace) -> tuple[str, int, Any, bool]:
+    """Where `--http` listens: (host, port, the TLS context or None, loopback?). A
+    non-loopback address needs --allow-remote and TLS (also `mcp --http`'s rule)."""
+    import ssl
+
+    from ..address import is_loopback, parse_address
+    from ..config import ConfigError
 
     host, port = parse_address(args.http)
     loopback = is_loopback(host)
@@ -89,15 +105,7 @@ def build(args: argparse.Namespace) -> Any:
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.minimum_version = ssl.TLSVersion.TLSv1_2
         tls.load_cert_chain(args.tls_cert, args.tls_key)
-    token = tokens.resolve(args.token)
-    guard = Guard(args.config, args.state)
-    try:
-        # A remote service is reached by names this process cannot know: there TLS stops
-        # a rebinding page (its certificate would not match), the token everything else.
-        return GuardHTTPServer((host, port), guard, token, tls=tls, check_host=loopback)
-    except BaseException:
-        guard.close()
-        raise
+    return host, port, tls, loopback
 
 
 def run(args: argparse.Namespace) -> int:

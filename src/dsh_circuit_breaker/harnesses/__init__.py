@@ -43,6 +43,8 @@ PLUGIN_HARNESSES: dict[str, str] = {
     "pi": "dsh_circuit_breaker.harnesses.pi",
     "opencode": "dsh_circuit_breaker.harnesses.opencode",
     "kilo": "dsh_circuit_breaker.harnesses.kilo",
+    # MCP clients: the relay wrapped around each server of a client's config (install mcp).
+    "mcp": "dsh_circuit_breaker.harnesses.mcp",
 }
 DEFAULT = "claude-code"  # `hook` without --harness: what every install before it wrote
 

@@ -1,0 +1,492 @@
+"""`dsh-circuit-breaker mcp [options] -- COMMAND [ARGS...]`: the breaker in front of any MCP
+server, for MCP clients that have no pre-tool hook of their own.
+
+The relay starts the server and passes every message both ways unchanged: requests,
+responses, notifications, progress, cancellation, and the server's own requests to the
+client (sampling, elicitation, roots). It reads only what it must: each message from the
+client (to find `tools/call` and `initialize`), and the server's messages only while an
+`initialize` answer is awaited (to learn the negotiated version). A `tools/call` the
+breaker refuses never reaches the server; the client gets a normal result instead,
+`isError: true` with the breaker's text, in the negotiated version's shape (`refusal`).
+
+The Python API, for the other transports (`mcp_http`) and for `install mcp`/`doctor mcp`:
+
+    guard = McpGuard(config_path, state, server="filesystem")  # as a command hook loads them
+    result = guard.judge(agent, "read_file", {"path": "a"}, version)  # refusal dict or None
+    connection = Connection(agent_id=None)    # one client's connection: its agent key
+    agent = connection.agent(meta)            # `meta`: the request's params._meta (or {})
+    refusal(text, version)                    # the CallToolResult dict itself
+
+Agent keys (`Connection.agent`), first match wins:
+1. a conversation id the client sends in the request's `_meta` (CONVERSATION_KEYS:
+   OpenCode's `sessionID`), as `mcp:<id>`;
+2. `--agent-id ID`, as given;
+3. `mcp:<client name>:<connection>`: the client's name (`initialize`'s `clientInfo`, or
+   2026-07-28's per-request `io.modelcontextprotocol/clientInfo`) and a random id that a
+   new `initialize` renews: a new connection is a new agent. A desktop app keeps one
+   server process, and one connection, across all its chats: they are then one agent.
+
+Tool names are the server's; `--name SERVER` makes them `SERVER/tool` in state, in the
+refusal text and on the live page, so two servers wrapped for one client stay apart.
+
+Faults: every error of the relay's own passes the message through unchanged, with one
+line on stderr (fail open). A line longer than MAX_JUDGED_LINE is passed through in
+pieces, unjudged (never held whole); garbage is passed on for the other side to answer
+as it would without the relay. The server's exit ends the relay with the server's status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any, NoReturn
+
+from ..cjson import loads
+
+# The 2026-07-28 per-request envelope (no `initialize`, no session): its keys in `_meta`.
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT = "io.modelcontextprotocol/clientInfo"
+# The first protocol version whose results must say `"resultType": "complete"`; versions
+# are dates, so later ones compare greater.
+RESULT_TYPE_SINCE = "2026-07-28"
+# Conversation ids clients are known to send in a request's `_meta`.
+CONVERSATION_KEYS = ("sessionID",)  # OpenCode (and Kilo, its fork)
+MAX_KEY_PART = 200  # characters of a client's name or id kept in an agent key
+# A line up to this size is read whole and judged (the command hook's event limit);
+# a longer one is passed through in pieces of at most this size, unjudged.
+MAX_JUDGED_LINE = 16 * 1024 * 1024
+CHUNK = 64 * 1024
+EXIT_SECONDS = 5.0  # for the server's last output once it exited, and to die on SIGTERM
+
+
+def say(message: str) -> None:
+    """One line on stderr (the client's log of the server), never a traceback."""
+    prefix = "dsh-circuit-breaker mcp: "
+    message = message.removeprefix("dsh-circuit-breaker: ")
+    try:
+        sys.stderr.write(prefix + " ".join(message.split()) + "\n")
+        sys.stderr.flush()
+    except Exception:  # a closed stderr must not stop the relay
+        pass
+
+
+def refusal(text: str, version: str | None) -> dict[str, Any]:
+    """The `CallToolResult` a refused call gets, in protocol `version`'s shape."""
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
+    if isinstance(version, str) and version >= RESULT_TYPE_SINCE:
+        result["resultType"] = "complete"  # required from 2026-07-28; unknown before
+    return result
+
+
+class McpGuard:
+    """The breaker as MCP servers get it: config and state exactly as a command hook
+    loads them (`--config`, `--state`, the same defaults), with the MCP harness's
+    spellings; thread-safe. A bad config file or state URL fails here (ConfigError);
+    the store itself is reached at the first judged call."""
+
+    def __init__(
+        self, config_path: str | None = None, state: str | None = None, server: str | None = None
+    ) -> None:
+        from ..breaker import CircuitBreaker
+        from ..config_file import hook_config, state_url
+        from ..harnesses import mcp as harness
+        from ..hook import _ensure_parent
+
+        config, file_state = hook_config(config_path, harness)
+        self.config = config
+        self.url = state_url(state, file_state)
+        self.server = server
+        self._harness = harness
+        if config.incident_log:
+            _ensure_parent(config.incident_log)
+        self._breaker = CircuitBreaker(config, state=self.url)
+
+    def breaker(self) -> Any:
+        return self._breaker
+
+    def judge(
+        self, agent: str, tool: str, arguments: Any, version: str | None = None
+    ) -> dict[str, Any] | None:
+        """The refusal (a `CallToolResult` in `version`'s shape) for one `tools/call` of
+        `tool` (the server's name for it) by `agent`, or None to pass the call on."""
+        from ..harnesses import Call
+        from ..judge import judge
+
+        name = f"{self.server}/{tool}" if self.server else tool
+        call = Call(agent, name, {} if arguments is None else arguments)
+        text, _ = judge(self._harness, call, self.config, self.breaker)
+        return None if text is None else refusal(text, version)
+
+    def close(self) -> None:
+        self._breaker.close()
+
+
+class Connection:
+    """One client connection as the relay sees it: who the client is, the version the
+    two sides negotiated, and so the agent key of each call (see the module docstring)."""
+
+    def __init__(self, agent_id: str | None = None) -> None:
+        self.agent_id = agent_id
+        self.client = "client"
+        self.version: str | None = None
+        self.id = secrets.token_hex(4)
+        self.pending: set[Any] = set()  # ids of `initialize` requests not yet answered
+
+    def initialize(self, message: dict[str, Any]) -> None:
+        """A client's `initialize` request: a new connection, so a new agent."""
+        self.id = secrets.token_hex(4)
+        self.version = None
+        params = message.get("params")
+        info = params.get("clientInfo") if isinstance(params, dict) else None
+        self.client = _client_name(info) or "client"
+        if "id" in message:
+            self.pending.add(_hashable(message["id"]))
+
+    def answered(self, message: Any) -> None:
+        """A message from the server, while an `initialize` is pending: the answer to it
+        names the negotiated version."""
+        if not isinstance(message, dict) or "method" in message:
+            return
+        key = _hashable(message.get("id"))
+        if key not in self.pending:
+            return
+        self.pending.discard(key)
+        result = message.get("result")
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        self.version = version if isinstance(version, str) else None
+
+    def agent(self, meta: dict[str, Any]) -> str:
+        for name in CONVERSATION_KEYS:
+            value = meta.get(name)
+            if isinstance(value, str) and value:
+                return "mcp:" + value[:MAX_KEY_PART]
+        if self.agent_id:
+            return self.agent_id
+        client = _client_name(meta.get(META_CLIENT)) or self.client
+        return f"mcp:{client}:{self.id}"
+
+    def version_of(self, meta: dict[str, Any]) -> str | None:
+        """The version a request is made in: its own envelope's (2026-07-28 on), else the
+        one `initialize` negotiated."""
+        version = meta.get(META_VERSION)
+        return version if isinstance(version, str) else self.version
+
+
+def _client_name(info: Any) -> str | None:
+    name = info.get("name") if isinstance(info, dict) else None
+    return name[:MAX_KEY_PART] if isinstance(name, str) and name else None
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float, type(None))) else repr(value)
+
+
+class Session:
+    """One client's traffic through the breaker, whatever carries it: what each of its
+    messages becomes (`from_client`), and what the server's answers teach (`from_server`)."""
+
+    def __init__(self, guard: McpGuard, connection: Connection) -> None:
+        self.guard = guard
+        self.connection = connection
+
+    def from_client(self, message: Any) -> bytes | None:
+        """For one parsed client message: the refusal to answer with (the encoded
+        JSON-RPC response), or None to pass the message on unchanged."""
+        if not isinstance(message, dict):
+            return None  # a batch (not in any version we speak) or garbage: the server's
+        method = message.get("method")
+        if method == "initialize":
+            self.connection.initialize(message)
+            return None
+        if method != "tools/call" or "id" not in message:
+            return None
+        params = message.get("params")
+        if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+            return None  # malformed: the server answers it as it would
+        meta = params.get("_meta")
+        meta = meta if isinstance(meta, dict) else {}
+        connection = self.connection
+        result = self.guard.judge(
+            connection.agent(meta),
+            params["name"],
+            params.get("arguments"),
+            connection.version_of(meta),
+        )
+        if result is None:
+            return None
+        return encode({"jsonrpc": "2.0", "id": message["id"], "result": result})
+
+    def from_server(self, message: Any) -> None:
+        self.connection.answered(message)
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    import json
+
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+# -- stdio -------------------------------------------------------------------------------
+class Lines:
+    """Newline-delimited messages from a file descriptor, never more than `limit` bytes
+    held: `read` gives (a whole line, True), or pieces (False) of a longer one, the last
+    piece ending with its newline."""
+
+    def __init__(self, fd: int, limit: int = MAX_JUDGED_LINE) -> None:
+        self.fd = fd
+        self.limit = limit
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer known to hold no newline
+        self._long = False  # inside a line longer than `limit`
+
+    def read(self) -> tuple[bytes | bytearray, bool] | None:
+        buffer = self._buffer
+        while True:
+            newline = buffer.find(b"\n", self._scanned)
+            if newline >= 0:
+                with memoryview(buffer) as view:  # one copy, not two
+                    line = bytes(view[: newline + 1])
+                del buffer[: newline + 1]
+                self._scanned = 0
+                whole = not self._long
+                self._long = False
+                return line, whole
+            if len(buffer) >= self.limit or (self._long and buffer):
+                # Past the limit, each read is passed on as it comes: nothing accumulates.
+                self._long = True
+                self._buffer, self._scanned = bytearray(), 0  # handed over, not copied
+                return buffer, False
+            self._scanned = len(buffer)
+            try:
+                data = os.read(self.fd, CHUNK)
+            except OSError:
+                data = b""
+            if not data:
+                if not buffer:
+                    return None
+                rest = bytes(buffer)
+                buffer.clear()
+                return rest, not self._long  # a last line without its newline
+            buffer += data
+
+
+class Writer:
+    """Whole messages to a file descriptor from several threads, one at a time."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        with self.lock:
+            self.write_held(data)
+
+    def write_held(self, data: bytes | bytearray) -> None:
+        """Write with `lock` already held (the pieces of one long line)."""
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+
+def pump(source: Lines, target: Writer, on_line: Any, what: str) -> bool:
+    """Copy `source` to `target` until either ends; True if it was `target` (it can no
+    longer be written). `on_line(line)` returns what to write for a whole line (None:
+    nothing). A long line goes through in pieces, under the target's lock, so no other
+    message lands inside it."""
+    holding = False
+    try:
+        while (got := source.read()) is not None:
+            data, whole = got
+            if whole:
+                out = on_line(data)
+                if out is not None:
+                    target.write(out)
+                continue
+            if not holding:
+                target.lock.acquire()
+                holding = True
+                say(f"a line from {what} is longer than {source.limit} bytes: passed on unjudged")
+            target.write_held(data)
+            if data.endswith(b"\n"):
+                target.lock.release()
+                holding = False
+    except OSError:
+        return True  # Lines.read raises none: the target is gone
+    finally:
+        if holding:
+            target.lock.release()
+    return False
+
+
+class StdioRelay:
+    """The relay between this process's stdin/stdout (the client) and the server's."""
+
+    def __init__(self, guard: McpGuard, command: list[str], agent_id: str | None = None) -> None:
+        self.guard = guard
+        self.command = command
+        self.session = Session(guard, Connection(agent_id))
+        self.client = Writer(sys.stdout.fileno())
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def run(self) -> int:
+        """Relay until the server exits; its exit status (128+N for signal N)."""
+        self.process = process = subprocess.Popen(
+            self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        )
+        assert process.stdin is not None and process.stdout is not None
+        self._forward_signals()
+        upstream = Writer(process.stdin.fileno())
+        threading.Thread(
+            target=self._client_side, args=(upstream,), name="client", daemon=True
+        ).start()
+        answers = threading.Thread(
+            target=self._server_side, args=(process.stdout.fileno(),), name="server", daemon=True
+        )
+        answers.start()
+        status = process.wait()
+        answers.join(EXIT_SECONDS)  # its last answers, unless a child of its holds stdout
+        return 128 - status if status < 0 else status
+
+    def _client_side(self, upstream: Writer) -> None:
+        pump(Lines(sys.stdin.fileno()), upstream, self._from_client, "the client")
+        assert self.process is not None and self.process.stdin is not None
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()  # the client is done: the server's cue to exit
+
+    def _server_side(self, fd: int) -> None:
+        if pump(Lines(fd), self.client, self._from_server, "the server"):
+            # The client closed its end: nothing the server says can arrive any more.
+            assert self.process is not None
+            if self.process.poll() is None:
+                self.process.terminate()
+
+    def _from_client(self, line: bytes) -> bytes | None:
+        try:
+            answer = self.session.from_client(_parsed(line))
+        except Exception as exc:  # our own bug: the call goes through
+            say(f"{type(exc).__name__}: {exc}; message passed on unjudged")
+            return line
+        if answer is None:
+            return line
+        with contextlib.suppress(OSError):  # the client is gone; the server side notices
+            self.client.write(answer)
+        return None
+
+    def _from_server(self, line: bytes) -> bytes:
+        if self.session.connection.pending:
+            try:
+                self.session.from_server(_parsed(line))
+            except Exception as exc:
+                say(f"{type(exc).__name__}: {exc}; message passed on")
+        return line
+
+    def _forward_signals(self) -> None:
+        def forward(signum: int, _frame: Any) -> None:
+            if self.process is not None and self.process.poll() is None:
+                self.process.send_signal(signum)
+
+        for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+            number = getattr(signal, name, None)
+            if number is not None:
+                signal.signal(number, forward)
+
+
+def _parsed(line: bytes) -> Any:
+    try:
+        return loads(line)
+    except (ValueError, RecursionError):
+        return None  # garbage: passed on for the other side to answer
+
+
+# -- as `dsh-circuit-breaker mcp` (see cli.COMMANDS) --------------------------------------
+USAGE = (
+    "dsh-circuit-breaker mcp [--config FILE] [--state URL] [--name SERVER] [--agent-id ID] "
+    "-- COMMAND [ARGS...]  |  --http [HOST:]PORT --upstream URL"
+)
+
+
+def add_arguments(parser: Any) -> None:
+    import argparse
+
+    parser.usage = USAGE
+
+    def error(message: str) -> NoReturn:  # one line, as every other failure of the relay
+        say(f"{message}; usage: {USAGE}")
+        sys.exit(2)
+
+    parser.error = error
+    parser.add_argument("--config", metavar="FILE", help="config file (as the hook reads it)")
+    parser.add_argument("--state", metavar="URL", help="state URL (default: sqlite:// file)")
+    parser.add_argument(
+        "--name", metavar="SERVER", help="prefix the server's tool names: SERVER/tool"
+    )
+    parser.add_argument(
+        "--agent-id", metavar="ID", help="the agent's key when the client sends no conversation id"
+    )
+    http = parser.add_argument_group("Streamable HTTP (--http)")
+    http.add_argument("--http", metavar="[HOST:]PORT", help="listen on HTTP (loopback by default)")
+    http.add_argument("--upstream", metavar="URL", help="the MCP server's URL (with --http)")
+    http.add_argument(
+        "--token",
+        metavar="TOKEN",
+        help="the token every request must carry (default: as `serve --http`'s)",
+    )
+    http.add_argument(
+        "--allow-remote", action="store_true", help="allow a non-loopback address (needs TLS)"
+    )
+    http.add_argument("--tls-cert", metavar="FILE", help="TLS certificate chain (PEM)")
+    http.add_argument("--tls-key", metavar="FILE", help="TLS private key (PEM)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the MCP server to run")
+
+
+def run(args: Any) -> int:
+    from .. import _log
+    from ..config import ConfigError
+
+    _log.sink = say
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if args.http:
+        if command:
+            return _usage("--http relays to --upstream URL; it takes no COMMAND")
+        from .mcp_http import serve
+
+        return serve(args)
+    if args.upstream:
+        return _usage("--upstream needs --http [HOST:]PORT")
+    if not command:
+        return _usage("no server command given (after --)")
+    try:
+        guard = McpGuard(args.config, args.state, _server_name(args.name))
+    except (ConfigError, ValueError) as exc:
+        say(str(exc))
+        return 2
+    relay = StdioRelay(guard, command, args.agent_id)
+    try:
+        return relay.run()
+    except OSError as exc:  # the command cannot be started
+        say(f"cannot start {command[0]!r}: {exc.strerror or exc}")
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+    finally:
+        guard.close()
+
+
+def _server_name(name: str | None) -> str | None:
+    from ..config import ConfigError
+
+    if name is None:
+        return None
+    if not name or "/" in name or not name.isprintable():
+        raise ConfigError(f"--name {name!r}: a server name is printable and has no '/'")
+    return name
+
+
+def _usage(message: str) -> int:
+    say(f"{message}; usage: {USAGE}")
+    return 2

@@ -1,0 +1,29 @@
+"""An MCP server built with the official `mcp` SDK (`MCPServer`), which speaks both
+2025-11-25 (the `initialize` handshake) and 2026-07-28 (a `_meta` envelope on every
+request), over stdio, or Streamable HTTP with `--http PORT` (at /mcp): the relay's upstream
+for the 2026-07-28 tests, since server-everything speaks only 2025-11-25. `echo` counts its
+own runs in its answer."""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("sdk-echo")
+runs = 0
+
+
+@server.tool()
+def echo(message: str) -> str:
+    """Echo the message, with how many times this tool has run."""
+    global runs
+    runs += 1
+    return f"run {runs}: {message}"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["--http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
