@@ -36,6 +36,9 @@ ROOT = TESTS.parent
 # Plugin harnesses with no description in support/plugin_harnesses.py yet (they have e2e
 # files of their own, or none). Empty it as they join; a harness that joined must leave.
 PLUGIN_GAPS = {"cline", "dsh"}
+# Targets of `install` that are neither kind, each with a suite of its own: MCP wraps the
+# servers of a client's MCP config in the relay (the relay, and real CLIs as its clients).
+OWN_SUITES = {"mcp": ("test_mcp_relay.py", "test_mcp_agents_e2e.py")}
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -99,9 +102,24 @@ def test_a_command_hook_harness_has_its_pins_events_and_doc(name: str) -> None:
 
 def test_every_plugin_harness_is_described_or_a_known_gap() -> None:
     described = set(plugin_harnesses.HARNESSES)
-    assert set(PLUGIN_HARNESSES) - described - PLUGIN_GAPS == set(), "no e2e description"
+    assert set(PLUGIN_HARNESSES) - described - PLUGIN_GAPS - set(OWN_SUITES) == set()
     assert described - set(PLUGIN_HARNESSES) == set(), "described, but not registered"
     assert PLUGIN_GAPS & described == set(), "described now: take it out of PLUGIN_GAPS"
     assert PLUGIN_GAPS - set(PLUGIN_HARNESSES) == set(), "no longer registered: drop it"
     ran = {harness_of(param, described) for _, param in collected("test_plugin_harness_e2e.py")}
     assert ran == described
+
+
+def test_a_target_with_a_suite_of_its_own_runs_it() -> None:
+    for name, suites in OWN_SUITES.items():
+        assert name in PLUGIN_HARNESSES, f"{name}: no longer registered: drop it"
+        for suite in suites:
+            done = subprocess.run(
+                [sys.executable, "-m", "pytest", "--collect-only", "-q", str(TESTS / suite)],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                timeout=100,
+            )
+            assert done.returncode == 0 and f"{suite}::" in done.stdout, done.stdout[-2000:]

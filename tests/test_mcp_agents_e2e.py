@@ -21,14 +21,15 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
+from support.command_hook_harnesses import E2E_BIN as BIN
+from support.command_hook_harnesses import GEMINI_MODEL as MODEL
+from support.command_hook_harnesses import GEMINI_SETTINGS, PROXY_VARS, Trap, run_group
 from support.fake_anthropic import FakeAnthropic, tool_use
 from support.fake_gemini import FakeGemini, tool_call
 from support.installed import Installed
-from test_claude_code_e2e import CLAUDE
-from test_gemini_cli_e2e import GEMINI, MODEL, PROXY_VARS, Trap, run_group
-from test_gemini_cli_e2e import SETTINGS as GEMINI_SETTINGS
 
-BIN = Path(__file__).parent / "e2e" / "node_modules" / ".bin"
+CLAUDE = BIN / "claude"
+GEMINI = BIN / "gemini"
 EVERYTHING = BIN / "mcp-server-everything"
 TAP = Path(__file__).parent / "support" / "mcp_tap.py"
 CALLS = 10  # the model asks for the same echo this many times
