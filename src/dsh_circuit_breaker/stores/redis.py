@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -71,8 +72,9 @@ _NOT_ALLOWED = ("socket_timeout", "socket_connect_timeout", "timeout", "retry_on
 _SMALL_REPLY = 64 * 1024
 # Room in a record beside the window's digests (counters, reported kinds, later fields).
 _RECORD_SLACK = 1024 * 1024
-# Our replies nest two deep at most (EXEC's array, SCAN's [cursor, [keys]]).
-_MAX_DEPTH = 3
+# Our replies nest three deep at most (EXEC's array, SCAN's [cursor, [keys]], CLUSTER
+# SLOTS' [[first, last, [host, port, id, [metadata]]]]).
+_MAX_DEPTH = 4
 # The compare-and-set of a process that wrote the agent's record last: store the new
 # record only if the current one is still the one we wrote (its SHA-1 in ARGV[1]). The
 # rules stay in Python; 1: stored, 0: someone else wrote it since (or it expired, or it
@@ -488,7 +490,10 @@ class RedisStore:
         within `deadline`; a sentinel is asked without our AUTH and SELECT."""
 
         def query(address: Address, command: tuple[Any, ...]) -> Any:
-            conn, fresh = self._acquire(address, deadline)
+            try:
+                conn, fresh = self._acquire(address, deadline)
+            except RedisError as exc:  # the topology tries the next node on OSError
+                raise ConnectionError(str(exc)) from exc
             try:
                 login = fresh and command[0] != "SENTINEL"
                 (reply,) = self._round_trip(
@@ -517,8 +522,11 @@ class RedisStore:
                 self._idle = {}
                 self._pid = os.getpid()
             idle = self._idle.get(address)
-            if idle:
-                return idle.pop(), False
+            while idle:
+                reused = idle.pop()
+                if not _closed(reused):
+                    return reused, False
+                _drop(reused)
         make: Any = self._connection_class
         conn: AbstractConnection = make(host=address[0], port=address[1], **self._kwargs)
         conn.deadline = deadline  # type: ignore[attr-defined]  # see _bounded
@@ -721,6 +729,24 @@ def _bounded(cls: type[AbstractConnection]) -> type[AbstractConnection]:
             {"deadline": 0.0, "socket_timeout": timeout, "socket_connect_timeout": timeout},
         )
     return found
+
+
+def _closed(conn: AbstractConnection) -> bool:
+    """An idle connection the server has closed (restarted, killed, failed over) or that
+    holds bytes nobody asked for: using it would lose the next write's reply."""
+    sock = conn._sock
+    if sock is None:
+        return True
+    try:
+        sock.setblocking(False)  # _round_trip sets the deadline's timeout again
+        # Below TLS, if any: a TLS 1.3 server may still send session tickets on an idle
+        # connection, so there only the end of the stream says it is closed.
+        data = socket.socket.recv(sock, 1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return False  # nothing to read: still open
+    except OSError:
+        return True
+    return data == b"" or not hasattr(sock, "pending")
 
 
 def _left(deadline: float) -> float:
