@@ -1,4 +1,5 @@
-"""`redis://` and `rediss://`: one agent state shared by every process and machine of a fleet.
+"""`redis://` and `rediss://` (and `+cluster`, `+sentinel`): one agent state shared by every
+process and machine of a fleet.
 
 Each agent is one Redis string holding `AgentState.dumps()` (window digests, counters and
 the kinds already reported to the incident log). A decision is an optimistic transaction:
@@ -10,6 +11,13 @@ the kinds already reported to the incident log). A decision is an optimistic tra
 
 so a count is never lost or doubled, and the incident log's "first denial of each kind"
 is decided once per agent across the fleet, because `reported` is saved in the same SET.
+A process that wrote the agent's record last (a resident one: the HTTP guard, a framework
+worker) skips the read: the rules run on the state it kept, and one EVAL of `_CAS` stores
+the new record only if the stored one is still the one it wrote; else it goes the way above.
+
+`redis+cluster://` and `redis+sentinel://` only change where a key's commands go
+(redis_topology.py): MOVED, ASK, a busy cluster and a failover are followed or waited out
+inside the same budget, and a write already sent is never sent again.
 
 Every call has one budget, `config.store_timeout`, for everything: connecting, each
 read, and the retries of a contended transaction. Past it the store raises
