@@ -23,8 +23,9 @@ AGENTS = [f"agent-{i}" for i in range(6)]
 
 
 def _config() -> Config:
-    # A budget that outlasts a failover (Sentinel needs about a second here), no cap.
-    return Config(max_calls_per_agent=0, store_timeout=10.0)
+    # A budget that outlasts a failover (Sentinel took about two seconds here, more on a
+    # busy machine), no cap.
+    return Config(max_calls_per_agent=0, store_timeout=30.0)
 
 
 def _worker(index: int, url: str, rounds: int, start: Any, busy: Any, results: Any) -> None:

@@ -201,6 +201,16 @@ def command(port: int, *args: Any) -> Any:
         return client.execute_command(*args)
 
 
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (the port + 10000) is free too, and a port."""
+    while True:
+        port = free_port()
+        if port + 10000 < 65536:
+            with contextlib.suppress(OSError), socket.socket() as sock:
+                sock.bind(("127.0.0.1", port + 10000))
+                return port
+
+
 def _wait(what: str, ready: Callable[[], bool], timeout: float = 30.0) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -233,6 +243,8 @@ class RedisCluster:
             )
             for i in range(masters)
         ]
+        for node in self.nodes:
+            node.port = _cluster_port()
 
     @property
     def url(self) -> str:
