@@ -6,9 +6,7 @@ import _thread
 
 from ._log import warn
 from .config import Config
-from .incidents import append_incident, incident_line
 from .keys import call_key
-from .messages import render
 from .rules import Refusal, decide
 from .stores import MemoryStore, StoreUnavailable, store_from_url
 
@@ -169,6 +167,8 @@ class CircuitBreaker:
     def _denial(
         self, tool: str, kind: str, count: int, limit: int, verdict: Refusal | None = None
     ) -> Decision:
+        from .messages import render  # only a denial renders: a hook's allowed call skips it
+
         config = self.config
         text = render(config.message_template(kind), tool, kind, count, limit)
         if verdict is None or not verdict.stop:
@@ -180,6 +180,7 @@ class CircuitBreaker:
     def _report(self, agent: Any, tool: str, verdict: Refusal, path: str) -> None:
         assert verdict.kind is not None
         from .identity import agent_label
+        from .incidents import append_incident, incident_line
 
         who = agent_label(agent)
         if verdict.first_of_kind:

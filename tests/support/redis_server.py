@@ -17,7 +17,9 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REDIS_SERVER = shutil.which("redis-server")
 
@@ -181,3 +183,217 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+REDIS_CLI = shutil.which("redis-cli")
+
+
+def cluster_available() -> bool:
+    """A cluster needs redis-cli as well (`redis-cli --cluster create`)."""
+    return redis_available() and REDIS_CLI is not None
+
+
+def command(port: int, *args: Any) -> Any:
+    """One command to the server on `port` (redis-py, for the tests' own setup)."""
+    import redis
+
+    with redis.Redis(host="127.0.0.1", port=port, socket_timeout=10) as client:
+        return client.execute_command(*args)
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (the port + 10000) is free too, and a port."""
+    while True:
+        port = free_port()
+        if port + 10000 < 65536:
+            with contextlib.suppress(OSError), socket.socket() as sock:
+                sock.bind(("127.0.0.1", port + 10000))
+                return port
+
+
+def _wait(what: str, ready: Callable[[], bool], timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with contextlib.suppress(Exception):
+            if ready():
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not happen within {timeout}s")
+
+
+class RedisCluster:
+    """Three `redis-server --cluster-enabled yes` masters (no replicas), made into one
+    cluster by `redis-cli --cluster create`; `migrate_slot` moves a slot live."""
+
+    def __init__(self, masters: int = 3) -> None:
+        if REDIS_CLI is None:
+            raise RuntimeError("redis-cli is not installed")
+        self.dir = Path(tempfile.mkdtemp(prefix="dshcb-cluster-"))
+        self.nodes = [
+            RedisServer(
+                self.dir / f"node{i}",
+                extra=(
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-node-timeout",
+                    "5000",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                ),
+            )
+            for i in range(masters)
+        ]
+        for node in self.nodes:
+            node.port = _cluster_port()
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def start(self) -> RedisCluster:
+        for node in self.nodes:
+            node.start()
+        subprocess.run(
+            [str(REDIS_CLI), "--cluster", "create",
+             *(f"127.0.0.1:{n.port}" for n in self.nodes),
+             "--cluster-replicas", "0", "--cluster-yes"],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+        for node in self.nodes:
+
+            def ok(port: int = node.port) -> bool:
+                return b"cluster_state:ok" in _bytes(command(port, "CLUSTER", "INFO"))
+
+            _wait(f"cluster state ok on {node.port}", ok)
+        return self
+
+    def node_id(self, port: int) -> str:
+        return _bytes(command(port, "CLUSTER", "MYID")).decode()
+
+    def owner(self, slot: int) -> int:
+        """The port of the node that serves `slot`."""
+        for first, last, (_host, port, *_), *_ in command(self.nodes[0].port, "CLUSTER", "SLOTS"):
+            if first <= slot <= last:
+                return int(port)
+        raise LookupError(slot)
+
+    def migrate_slot(self, slot: int, to: int, pause: float = 0.0) -> int:
+        """Move `slot` to the node on port `to` the way `redis-cli --cluster reshard`
+        does (IMPORTING, MIGRATING, MIGRATE key by key, SETSLOT NODE), sleeping `pause`
+        between keys so that clients meet the ASK window. Returns the keys moved."""
+        source = self.owner(slot)
+        source_id, target_id = self.node_id(source), self.node_id(to)
+        command(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+        command(source, "CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+        moved = 0
+        while True:
+            keys = command(source, "CLUSTER", "GETKEYSINSLOT", slot, 1)
+            if not keys:
+                break
+            command(source, "MIGRATE", "127.0.0.1", to, "", 0, 5000, "KEYS", *keys)
+            moved += 1
+            time.sleep(pause)
+        for node in self.nodes:
+            command(node.port, "CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        return moved
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> RedisCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RedisSentinel:
+    """A master, one replica of it and one Sentinel watching them (quorum 1, a master
+    unreachable for half a second is down), each a real redis-server."""
+
+    SERVICE = "dshcb"
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="dshcb-sentinel-"))
+        self.master = RedisServer(self.dir / "master")
+        self.replica = RedisServer(self.dir / "replica")
+        self.sentinel_port = free_port()
+        self.sentinel: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis+sentinel://127.0.0.1:{self.sentinel_port}/{self.SERVICE}"
+
+    def start(self) -> RedisSentinel:
+        self.master.start()
+        self.replica.extra = ("--replicaof", "127.0.0.1", str(self.master.port))
+        self.replica.start()
+        _wait(
+            "the replica's sync",
+            lambda: command(self.replica.port, "INFO", "replication")["master_link_status"] == "up",
+        )
+        directory = self.dir / "sentinel"
+        directory.mkdir()
+        conf = directory / "sentinel.conf"
+        conf.write_text(
+            f"port {self.sentinel_port}\nbind 127.0.0.1\nprotected-mode no\n"
+            f"dir {directory}\nlogfile {directory / 'sentinel.log'}\n"
+            f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.master.port} 1\n"
+            f"sentinel down-after-milliseconds {self.SERVICE} 500\n"
+            f"sentinel failover-timeout {self.SERVICE} 5000\n"
+        )
+        assert REDIS_SERVER is not None
+        self.sentinel = subprocess.Popen(
+            [REDIS_SERVER, str(conf), "--sentinel"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        # A failover needs a replica the sentinel knows of (it learns them from INFO).
+        _wait(
+            "the sentinel finding the replica",
+            lambda: len(command(self.sentinel_port, "SENTINEL", "REPLICAS", self.SERVICE)) == 1,
+        )
+        return self
+
+    def master_port(self) -> int:
+        _host, port = command(
+            self.sentinel_port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.SERVICE
+        )
+        return int(port)
+
+    def kill_master(self) -> None:
+        """SIGKILL the master; the sentinel then promotes the replica."""
+        self.master.stop(kill=True)
+
+    def wait_failover(self, timeout: float = 30.0) -> None:
+        _wait("the failover", lambda: self.master_port() == self.replica.port, timeout)
+
+    def close(self) -> None:
+        if self.sentinel is not None:
+            self.sentinel.kill()
+            self.sentinel.wait(timeout=10)
+            self.sentinel = None
+        self.master.close()
+        self.replica.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> RedisSentinel:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _bytes(value: object) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    return str(value).encode()

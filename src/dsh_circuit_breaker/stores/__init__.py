@@ -18,6 +18,10 @@ _SCHEMES = {
     "sqlite": "dsh_circuit_breaker.stores.sqlite:from_url",
     "redis": "dsh_circuit_breaker.stores.redis:from_url",
     "rediss": "dsh_circuit_breaker.stores.redis:from_url",
+    "redis+cluster": "dsh_circuit_breaker.stores.redis:from_url",
+    "rediss+cluster": "dsh_circuit_breaker.stores.redis:from_url",
+    "redis+sentinel": "dsh_circuit_breaker.stores.redis:from_url",
+    "rediss+sentinel": "dsh_circuit_breaker.stores.redis:from_url",
 }
 
 

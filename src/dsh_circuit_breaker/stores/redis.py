@@ -1,4 +1,5 @@
-"""`redis://` and `rediss://`: one agent state shared by every process and machine of a fleet.
+"""`redis://` and `rediss://` (and `+cluster`, `+sentinel`): one agent state shared by every
+process and machine of a fleet.
 
 Each agent is one Redis string holding `AgentState.dumps()` (window digests, counters and
 the kinds already reported to the incident log). A decision is an optimistic transaction:
@@ -10,6 +11,13 @@ the kinds already reported to the incident log). A decision is an optimistic tra
 
 so a count is never lost or doubled, and the incident log's "first denial of each kind"
 is decided once per agent across the fleet, because `reported` is saved in the same SET.
+A process that wrote the agent's record last (a resident one: the HTTP guard, a framework
+worker) skips the read: the rules run on the state it kept, and one EVAL of `_CAS` stores
+the new record only if the stored one is still the one it wrote; else it goes the way above.
+
+`redis+cluster://` and `redis+sentinel://` only change where a key's commands go
+(redis_topology.py): MOVED, ASK, a busy cluster and a failover are followed or waited out
+inside the same budget, and a write already sent is never sent again.
 
 Every call has one budget, `config.store_timeout`, for everything: connecting, each
 read, and the retries of a contended transaction. Past it the store raises
@@ -25,16 +33,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from hashlib import sha1  # redis-py imports hashlib anyway
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ..config import Config, ConfigError
 from ..keys import DIGEST_SIZE
 from ..state import AgentState
 from .records import load_record, unreadable
+from .redis_topology import Cluster, Sentinel, Single, TopologyError
 from .unavailable import StoreUnavailable
 
 try:
@@ -48,6 +60,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 T = TypeVar("T")
+Address = tuple[str, int]
 
 DEFAULT_PREFIX = "dsh-circuit-breaker:agent:"
 DEFAULT_RETRY_AFTER = 5.0
@@ -67,8 +80,29 @@ _NOT_ALLOWED = ("socket_timeout", "socket_connect_timeout", "timeout", "retry_on
 _SMALL_REPLY = 64 * 1024
 # Room in a record beside the window's digests (counters, reported kinds, later fields).
 _RECORD_SLACK = 1024 * 1024
-# Our replies nest two deep at most (EXEC's array, SCAN's [cursor, [keys]]).
-_MAX_DEPTH = 3
+# Our replies nest three deep at most (EXEC's array, SCAN's [cursor, [keys]], CLUSTER
+# SLOTS' [[first, last, [host, port, id, [metadata]]]]).
+_MAX_DEPTH = 4
+# The compare-and-set of a process that wrote the agent's record last: store the new
+# record only if the current one is still the one we wrote (its SHA-1 in ARGV[1]). The
+# rules stay in Python; 1: stored, 0: someone else wrote it since (or it expired, or it
+# is not a string any more), and the caller loads it and decides again.
+_CAS = (
+    "local cur = redis.pcall('GET', KEYS[1]) "
+    "if type(cur) == 'string' and redis.sha1hex(cur) == ARGV[1] then "
+    "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end return 0"
+)
+_MISMATCH = object()
+# Agents whose last record a resident process keeps for the compare-and-set (a window
+# of 200 is ~25 KB in memory); past it, the least recently decided is forgotten.
+_SEEN_AGENTS = 1024
+# Cluster and Sentinel answers that mean "not here" or "not now": followed or tried
+# again within the same budget.
+_REROUTE = frozenset(
+    (b"MOVED", b"ASK", b"TRYAGAIN", b"CLUSTERDOWN", b"LOADING", b"MASTERDOWN", b"READONLY")
+)
+_MAX_REDIRECTS = 64  # a decision bounces between nodes at most this often
+_PAUSE = 0.05  # seconds between attempts while a cluster or a failover settles
 
 
 class _Deadline(Exception):
@@ -84,6 +118,29 @@ class _Error(bytes):
     failed command, and GET's WRONGTYPE is one agent's unreadable record."""
 
 
+class _Redirect(Exception):
+    """A cluster's MOVED or ASK (`slot`, `address`: where to go), or an answer that means
+    try again shortly: TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN, READONLY."""
+
+    def __init__(self, error: bytes) -> None:
+        self.text = error.decode(errors="replace")[:200]
+        parts = error.split()
+        self.kind = parts[0]
+        self.slot = 0
+        self.address: Address = ("", 0)
+        if self.kind in (b"MOVED", b"ASK"):
+            try:
+                host, _, port = parts[2].decode().rpartition(":")
+                self.slot, self.address = int(parts[1]), (host, int(port))
+            except (IndexError, ValueError, UnicodeDecodeError):
+                raise _Refused(f"unreadable redirect: {self.text}") from None
+        super().__init__(self.text)
+
+
+class _InDoubt(Exception):
+    """The connection failed after a write was sent: Redis may have committed it."""
+
+
 class RedisStore:
     """Agent states in Redis, shared by every breaker that names the same server and prefix."""
 
@@ -95,6 +152,7 @@ class RedisStore:
         prefix: str = DEFAULT_PREFIX,
         retry_after: float = DEFAULT_RETRY_AFTER,
         where: str = "redis",
+        topology: Single | Cluster | Sentinel | None = None,
     ) -> None:
         kwargs = dict(connection_kwargs)
         # parse_url names SSLConnection for rediss:// and nothing for plain redis://.
@@ -107,6 +165,8 @@ class RedisStore:
         self._username: str | None = kwargs.pop("username", None)
         self._db = int(kwargs.pop("db", 0) or 0)
         kwargs.pop("max_connections", None)
+        address = (kwargs.pop("host", "localhost"), int(kwargs.pop("port", 6379)))
+        self._topology = topology or Single(address)
         # No retries, no library-identification round trips, no health-check PINGs:
         # each of those would spend the budget behind our back.
         kwargs.update(
@@ -130,81 +190,173 @@ class RedisStore:
         self._retry_after = retry_after
         self._where = where
         self._lock = threading.Lock()
-        self._idle: list[AbstractConnection] = []
+        self._idle: dict[Address, list[AbstractConnection]] = {}
         self._pid = os.getpid()
         self._inherited: list[AbstractConnection] = []
         self._down_until = 0.0
         self._down_reason = ""
+        # agent -> (its state as this process last wrote it, that record's SHA-1): the
+        # next decision for the agent is then one compare-and-set round trip (_CAS).
+        self._seen: OrderedDict[str, tuple[AgentState, bytes]] = OrderedDict()
 
     # -- the Store protocol ------------------------------------------------------------
 
     def transact(self, agent: str, step: Callable[[AgentState], T]) -> T:
         key = self._key(agent)
 
-        def run(conn: AbstractConnection, deadline: float, fresh: bool) -> T:
-            while True:
-                watched, raw = self._round_trip(
-                    conn,
-                    deadline,
-                    [("WATCH", key), ("GET", key)],
-                    limit=self._record_limit,
-                    fresh=fresh,
-                )
+        def run(conn: AbstractConnection, deadline: float, fresh: bool, asking: bool) -> T:
+            with self._lock:  # taken, not copied: one thread at a time uses a state
+                seen = self._seen.pop(agent, None)
+            if seen is not None:
+                state, digest = seen
+                cas = (conn, deadline, key, agent, step, state, digest, fresh, asking)
+                result = self._compare_and_set(*cas)
+                if result is not _MISMATCH:
+                    return result  # type: ignore[return-value]
                 fresh = False
-                _ok(watched)
-                if isinstance(raw, _Error):  # WRONGTYPE: some other value under our key
-                    unreadable(agent, self._where, raw.decode(errors="replace"))
-                    state = AgentState()
-                else:
-                    state = load_record(raw, agent, self._where)
-                result = step(state)
-                # Written back even when only a denial happened, like the SQLite store:
-                # `updated` and the TTL then both mean "last guarded call", so an agent that
-                # keeps calling after its cap stays capped instead of expiring.
-                state.touch()
-                multi, queued, done = self._round_trip(
-                    conn,
-                    deadline,
-                    [("MULTI",), ("SET", key, state.dumps(), "PX", self._ttl_ms), ("EXEC",)],
-                )
-                _ok(multi)
-                if done is None:
-                    # Another client changed this agent between our GET and EXEC: decide
-                    # again on what it wrote, so the rules see every earlier decision.
-                    continue
-                failed = [r for r in (queued, done, *_items(done)) if isinstance(r, _Error)]
-                if failed:  # e.g. out of memory: nothing was stored, so nothing counted
-                    raise StoreUnavailable(
-                        f"{self._where}: the write failed ({failed[0].decode(errors='replace')})"
-                    )
-                return result
+            return self._watched(conn, deadline, key, agent, step, fresh, asking)
 
-        return self._with_connection(run)
+        return self._with_connection(key, run)
+
+    def _compare_and_set(
+        self,
+        conn: AbstractConnection,
+        deadline: float,
+        key: bytes,
+        agent: str,
+        step: Callable[[AgentState], T],
+        state: AgentState,
+        digest: bytes,
+        fresh: bool,
+        asking: bool,
+    ) -> T | object:
+        """One round trip: the rules on the state this process wrote last, and a script
+        that stores the new record only if the agent's record is still that one."""
+        result = step(state)
+        state.touch()
+        record = state.dumps()
+        cas = ("EVAL", _CAS, 1, key, digest, record, self._ttl_ms)
+        (done,) = self._write(conn, deadline, [cas], fresh, asking)
+        if isinstance(done, _Error):  # e.g. out of memory: nothing was stored
+            raise StoreUnavailable(
+                f"{self._where}: the write failed ({done.decode(errors='replace')})"
+            )
+        if done != 1:
+            return _MISMATCH  # another process wrote this agent since: load and decide again
+        self._remember(agent, state, record)
+        return result
+
+    def _watched(
+        self,
+        conn: AbstractConnection,
+        deadline: float,
+        key: bytes,
+        agent: str,
+        step: Callable[[AgentState], T],
+        fresh: bool,
+        asking: bool,
+    ) -> T:
+        """Two round trips: WATCH + GET, the rules, then MULTI / SET / EXEC."""
+        while True:
+            watched, raw = self._round_trip(
+                conn,
+                deadline,
+                [("WATCH", key), ("GET", key)],
+                limit=self._record_limit,
+                fresh=fresh,
+                asking=asking,
+            )
+            fresh = False
+            _ok(watched)
+            if isinstance(raw, _Error):  # WRONGTYPE: some other value under our key
+                unreadable(agent, self._where, raw.decode(errors="replace"))
+                state = AgentState()
+            else:
+                state = load_record(raw, agent, self._where)
+            result = step(state)
+            # Written back even when only a denial happened, like the SQLite store:
+            # `updated` and the TTL then both mean "last guarded call", so an agent that
+            # keeps calling after its cap stays capped instead of expiring.
+            state.touch()
+            record = state.dumps()
+            multi, queued, done = self._write(
+                conn,
+                deadline,
+                [("MULTI",), ("SET", key, record, "PX", self._ttl_ms), ("EXEC",)],
+                False,
+                asking,
+            )
+            _ok(multi)
+            if done is None:
+                # Another client changed this agent between our GET and EXEC: decide
+                # again on what it wrote, so the rules see every earlier decision.
+                continue
+            failed = [r for r in (queued, done, *_items(done)) if isinstance(r, _Error)]
+            if failed:  # e.g. out of memory: nothing was stored, so nothing counted
+                raise StoreUnavailable(
+                    f"{self._where}: the write failed ({failed[0].decode(errors='replace')})"
+                )
+            self._remember(agent, state, record)
+            return result
+
+    def _write(
+        self,
+        conn: AbstractConnection,
+        deadline: float,
+        commands: list[tuple[Any, ...]],
+        fresh: bool,
+        asking: bool,
+    ) -> list[Any]:
+        """A round trip that may commit: once it is sent, a lost connection leaves the
+        write in doubt (Redis may have counted the call), so it is never sent again."""
+        try:
+            return self._round_trip(conn, deadline, commands, fresh=fresh, asking=asking)
+        except (OSError, RedisError) as exc:
+            raise _InDoubt(str(exc) or type(exc).__name__) from exc
+
+    def _remember(self, agent: str, state: AgentState, record: bytes) -> None:
+        with self._lock:
+            self._seen[agent] = (state, sha1(record).hexdigest().encode())
+            if len(self._seen) > _SEEN_AGENTS:
+                self._seen.popitem(last=False)
 
     def open(self) -> None:
-        def run(conn: AbstractConnection, deadline: float, fresh: bool) -> None:
+        def run(conn: AbstractConnection, deadline: float, fresh: bool, asking: bool) -> None:
             _ok(self._round_trip(conn, deadline, [("PING",)], fresh=fresh)[0])
 
-        self._with_connection(run)
+        self._with_connection(None, run)
 
     def reset(self, agent: str) -> None:
         key = self._key(agent)
+        with self._lock:
+            self._seen.pop(agent, None)
 
-        def run(conn: AbstractConnection, deadline: float, fresh: bool) -> None:
-            _ok(self._round_trip(conn, deadline, [("DEL", key)], fresh=fresh)[0])
+        def run(conn: AbstractConnection, deadline: float, fresh: bool, asking: bool) -> None:
+            _ok(self._round_trip(conn, deadline, [("DEL", key)], fresh=fresh, asking=asking)[0])
 
-        self._with_connection(run)
+        self._with_connection(key, run)
 
     def agents(self) -> Iterator[tuple[str, AgentState | None]]:
-        """Every live agent under this store's prefix: a SCAN, for tools, not hot paths.
-        Each page (SCAN, then MGET of its keys) has a budget of its own. None for a record
-        that cannot be read."""
+        """Every live agent under this store's prefix: a SCAN of each master, for tools,
+        not hot paths. Each page (SCAN, then MGET of its keys, one GET per key on a
+        cluster) has a budget of its own. None for a record that cannot be read."""
+        masters: list[Address] = self._with_connection(
+            None, lambda conn, deadline, fresh, asking: self._masters(deadline)
+        )
+        for master in masters:
+            yield from self._scan(master)
+
+    def _scan(self, master: Address) -> Iterator[tuple[str, AgentState | None]]:
         pattern = _glob_escape(self._prefix) + b"*"
         cursor: Any = b"0"
         while True:
 
             def page(
-                conn: AbstractConnection, deadline: float, fresh: bool, cursor: Any = cursor
+                conn: AbstractConnection,
+                deadline: float,
+                fresh: bool,
+                asking: bool,
+                cursor: Any = cursor,
             ) -> tuple[Any, list[bytes], list[Any]]:
                 (scanned,) = self._round_trip(
                     conn,
@@ -216,16 +368,21 @@ class RedisStore:
                 after, keys = _pair(scanned)
                 if not keys:
                     return after, [], []
-                (values,) = self._round_trip(
-                    conn, deadline, [("MGET", *keys)], limit=len(keys) * self._record_limit
+                # One GET per key rather than MGET: on a cluster, the keys of one node's
+                # page may still span slots, and MGET would be CROSSSLOT.
+                values = self._round_trip(
+                    conn,
+                    deadline,
+                    [("GET", key) for key in keys],
+                    limit=len(keys) * self._record_limit,
+                    redirects=False,
                 )
-                if not isinstance(values, list) or len(values) != len(keys):
-                    raise _Refused("MGET did not answer one value per key")
                 return after, keys, values
 
-            cursor, keys, values = self._with_connection(page)
+            cursor, keys, values = self._with_connection(None, page, master)
             for key, raw in zip(keys, values, strict=True):
-                if raw is not None:  # expired or reset between SCAN and MGET
+                # None: expired or reset between SCAN and GET; an error: moved away since.
+                if raw is not None and not isinstance(raw, _Error):
                     agent = key[len(self._prefix) :].decode("utf-8", "surrogateescape")
                     yield agent, AgentState.readable(raw)
             if cursor == b"0":
@@ -233,16 +390,26 @@ class RedisStore:
 
     def close(self) -> None:
         with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            _drop(conn)
+            pools, self._idle = self._idle, {}
+            self._seen.clear()
+        for idle in pools.values():
+            for conn in idle:
+                _drop(conn)
 
-    # -- connections and the budget ----------------------------------------------------
+    # -- connections, routing and the budget -------------------------------------------
 
     def _key(self, agent: str) -> bytes:
         return self._prefix + agent.encode("utf-8", "surrogateescape")
 
-    def _with_connection(self, run: Callable[[AbstractConnection, float, bool], T]) -> T:
+    def _with_connection(
+        self,
+        key: bytes | None,
+        run: Callable[[AbstractConnection, float, bool, bool], T],
+        address: Address | None = None,
+    ) -> T:
+        """`run` on a connection to the node that holds `key` (or `address`), within one
+        budget: redirects followed, a cluster that is busy or a lost node tried again,
+        until the deadline."""
         now = time.monotonic()
         deadline = now + self._budget
         if now < self._down_until:
@@ -250,40 +417,126 @@ class RedisStore:
                 f"{self._where} unavailable ({self._down_reason}); "
                 f"next attempt in {self._down_until - now:.1f}s"
             )
-        conn: AbstractConnection | None = None
-        try:
-            conn, fresh = self._acquire(deadline)
-            result = run(conn, deadline, fresh)
-        except _Deadline:
-            _drop(conn)  # replies may still be in flight: this connection is out of step
-            self._mark_down("no answer within the budget")
-            raise StoreUnavailable(
-                f"{self._where} did not answer within storeTimeout={self._budget}s"
-            ) from None
-        except (RedisError, OSError, _Refused) as exc:
-            _drop(conn)
-            self._mark_down(str(exc) or type(exc).__name__)
-            raise StoreUnavailable(f"{self._where}: {exc}") from exc
-        except BaseException:
-            _drop(conn)  # e.g. an unreadable record: the WATCH must not linger
-            raise
-        with self._lock:
-            self._idle.append(conn)
-        return result
+        topology = self._topology
+        asking: Address | None = None
+        for _ in range(_MAX_REDIRECTS):
+            conn: AbstractConnection | None = None
+            target = address
+            try:
+                if target is None:
+                    target = asking or topology.address(key, self._query(deadline))
+                conn, fresh = self._acquire(target, deadline)
+                result = run(conn, deadline, fresh, asking is not None)
+            except _Redirect as redirect:  # every reply was read: the connection is in step
+                self._release(target, conn)
+                asking = None
+                if redirect.kind == b"MOVED":
+                    topology.moved(redirect.slot, redirect.address)
+                elif redirect.kind == b"ASK":
+                    asking = redirect.address
+                else:  # TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN, READONLY
+                    if redirect.kind == b"READONLY" and target is not None:
+                        topology.lost(target)  # a master turned replica: ask again
+                    self._pause(deadline, redirect.text)
+                continue
+            except _Deadline:
+                _drop(conn)  # replies may still be in flight: this connection is out of step
+                self._mark_down("no answer within the budget")
+                raise StoreUnavailable(
+                    f"{self._where} did not answer within storeTimeout={self._budget}s"
+                ) from None
+            except _InDoubt as exc:
+                _drop(conn)
+                self._lost(target, str(exc))
+                raise StoreUnavailable(
+                    f"{self._where}: connection lost after a write was sent ({exc}); "
+                    "the call may have been counted"
+                ) from None
+            except (RedisError, OSError, TopologyError) as exc:
+                _drop(conn)
+                if topology.reroutes and not isinstance(exc, TopologyError):
+                    self._lost(target, "")
+                    self._pause(deadline, str(exc) or type(exc).__name__)
+                    continue
+                self._mark_down(str(exc) or type(exc).__name__)
+                raise StoreUnavailable(f"{self._where}: {exc}") from exc
+            except _Refused as exc:
+                _drop(conn)
+                self._mark_down(str(exc))
+                raise StoreUnavailable(f"{self._where}: {exc}") from exc
+            except BaseException:
+                _drop(conn)  # e.g. an unreadable record: the WATCH must not linger
+                raise
+            self._release(target, conn)
+            return result
+        self._mark_down("redirected too often")
+        raise StoreUnavailable(f"{self._where}: redirected {_MAX_REDIRECTS} times in one call")
 
-    def _acquire(self, deadline: float) -> tuple[AbstractConnection, bool]:
-        """An idle connection, or a new one connected within the deadline (`True`: new,
-        so the first round trip must authenticate and select the database)."""
+    def _lost(self, target: Address | None, reason: str) -> None:
+        if not self._topology.reroutes:
+            self._mark_down(reason)
+        elif target is not None:
+            self._topology.lost(target)  # the next attempt asks where the data went
+            with self._lock:
+                stale = self._idle.pop(target, [])
+            for conn in stale:
+                _drop(conn)
+
+    def _pause(self, deadline: float, reason: str) -> None:
+        """Wait a little before trying again (a failover, a slot being moved), or give up
+        with the budget."""
+        left = deadline - time.monotonic()
+        if left <= _PAUSE:
+            self._mark_down(reason)
+            raise StoreUnavailable(
+                f"{self._where}: {reason}; still so when storeTimeout={self._budget}s ended"
+            )
+        time.sleep(_PAUSE)
+
+    def _query(self, deadline: float) -> Callable[[Address, tuple[Any, ...]], Any]:
+        """One command to one node (a sentinel, a cluster seed) on our own connections and
+        within `deadline`; a sentinel is asked without our AUTH and SELECT."""
+
+        def query(address: Address, command: tuple[Any, ...]) -> Any:
+            try:
+                conn, fresh = self._acquire(address, deadline)
+            except RedisError as exc:  # the topology tries the next node on OSError
+                raise ConnectionError(str(exc)) from exc
+            try:
+                login = fresh and command[0] != "SENTINEL"
+                (reply,) = self._round_trip(
+                    conn, deadline, [command], limit=_SMALL_REPLY, fresh=login
+                )
+            except BaseException:
+                _drop(conn)
+                raise
+            self._release(address, conn)
+            return reply
+
+        return query
+
+    def _masters(self, deadline: float) -> list[Address]:
+        return self._topology.masters(self._query(deadline))
+
+    def _acquire(self, address: Address, deadline: float) -> tuple[AbstractConnection, bool]:
+        """An idle connection to `address`, or a new one connected within the deadline
+        (`True`: new, so the first round trip must authenticate and select the database)."""
         with self._lock:
             if os.getpid() != self._pid:
                 # A forked child must not use (or close: that would shut the parent's
                 # socket) connections it inherited; keep them referenced and start over.
-                self._inherited.extend(self._idle)
-                self._idle = []
+                for inherited in self._idle.values():
+                    self._inherited.extend(inherited)
+                self._idle = {}
                 self._pid = os.getpid()
-            if self._idle:
-                return self._idle.pop(), False
-        conn = self._connection_class(**self._kwargs)
+            idle = self._idle.get(address)
+            while idle:
+                reused = idle.pop()
+                if not _closed(reused):
+                    return reused, False
+                _drop(reused)
+        make: Any = self._connection_class
+        conn: AbstractConnection = make(host=address[0], port=address[1], **self._kwargs)
         conn.deadline = deadline  # type: ignore[attr-defined]  # see _bounded
         try:
             conn.connect()  # type: ignore[no-untyped-call]
@@ -291,6 +544,13 @@ class RedisStore:
             _drop(conn)
             raise
         return conn, True
+
+    def _release(self, address: Address | None, conn: AbstractConnection | None) -> None:
+        if address is None or conn is None:
+            return
+        with self._lock:
+            if os.getpid() == self._pid:
+                self._idle.setdefault(address, []).append(conn)
 
     def _round_trip(
         self,
@@ -300,9 +560,14 @@ class RedisStore:
         *,
         limit: int = _SMALL_REPLY,
         fresh: bool = False,
+        asking: bool = False,
+        redirects: bool = True,
     ) -> list[Any]:
         """Send `commands` in one write and read their replies, all within `deadline`
-        and `limit` bytes of replies (besides the prelude's small ones)."""
+        and `limit` bytes of replies (besides the prelude's small ones). `asking`: after
+        a cluster's ASK, each command outside MULTI goes with an ASKING. On a cluster or
+        behind a Sentinel, a redirect or a busy cluster in any reply raises _Redirect
+        once every reply is read (with `redirects`)."""
         prelude: list[tuple[Any, ...]] = []
         if fresh:
             if self._password:
@@ -310,21 +575,37 @@ class RedisStore:
                 prelude.append(("AUTH", *auth))
             if self._db:
                 prelude.append(("SELECT", self._db))
+        sent = list(prelude)
+        ours: list[int] = []  # where each of `commands`' replies is among the replies
+        in_multi = False
+        for command in commands:
+            if asking and not in_multi:
+                sent.append(("ASKING",))
+            in_multi = in_multi or command[0] == "MULTI"
+            ours.append(len(sent))
+            sent.append(command)
         sock = conn._sock  # redis-py connects, we read
         if sock is None:
             raise ConnectionError("not connected")
-        packed = conn.pack_commands(prelude + commands)
+        packed = conn.pack_commands(sent)
         try:
             # sendall's timeout bounds the whole write (a full socket buffer must not hang us).
             sock.settimeout(_left(deadline))
             sock.sendall(b"".join(packed))
-            replies = _Replies(sock, deadline, limit + _SMALL_REPLY * len(prelude))
-            answers = [replies.read() for _ in range(len(prelude) + len(commands))]
+            reader = _Replies(sock, deadline, limit + _SMALL_REPLY * (len(sent) - len(commands)))
+            answers = [reader.read() for _ in sent]
         except TimeoutError:
             raise _Deadline from None
-        for answer in answers[: len(prelude)]:
-            _ok(answer)
-        return answers[len(prelude) :]
+        mine = set(ours)
+        for i, answer in enumerate(answers):
+            if i not in mine:
+                _ok(answer)  # AUTH, SELECT, ASKING
+        replies = [answers[i] for i in ours]
+        if redirects and self._topology.reroutes:
+            for answer in replies:
+                if isinstance(answer, _Error) and answer.split(b" ", 1)[0] in _REROUTE:
+                    raise _Redirect(answer)
+        return replies
 
     def _mark_down(self, reason: str) -> None:
         self._down_reason = reason
@@ -458,6 +739,24 @@ def _bounded(cls: type[AbstractConnection]) -> type[AbstractConnection]:
     return found
 
 
+def _closed(conn: AbstractConnection) -> bool:
+    """An idle connection the server has closed (restarted, killed, failed over) or that
+    holds bytes nobody asked for: using it would lose the next write's reply."""
+    sock = conn._sock
+    if sock is None:
+        return True
+    try:
+        sock.setblocking(False)  # _round_trip sets the deadline's timeout again
+        # Below TLS, if any: a TLS 1.3 server may still send session tickets on an idle
+        # connection, so there only the end of the stream says it is closed.
+        data = socket.socket.recv(sock, 1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return False  # nothing to read: still open
+    except OSError:
+        return True
+    return data == b"" or not hasattr(sock, "pending")
+
+
 def _left(deadline: float) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
@@ -483,23 +782,44 @@ def _glob_escape(raw: bytes) -> bytes:
 
 
 def from_url(url: str, config: Config) -> RedisStore:
-    """`redis://[[user]:password@]host[:port][/db][?prefix=...&retry_after=5]`, or `rediss://`.
+    """`redis://[[user]:password@]host[:port][/db][?prefix=...&retry_after=5]`, or `rediss://`;
+    a cluster: `redis+cluster://[[user]:password@]host:port[,host:port...]`; behind
+    Sentinel: `redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]`
+    (the sentinels' addresses; the password is the master's). The spellings `limits` and
+    other clients use; `rediss+cluster://` and `rediss+sentinel://` for TLS.
 
-    Without a password in the URL, REDIS_PASSWORD is used when set. rediss:// also takes
+    Without a password in the URL, REDIS_PASSWORD is used when set. rediss also takes
     redis-py's TLS settings (`ssl_ca_certs`, `ssl_cert_reqs`, ...; see _TLS_PARAMS).
     """
     parts = urlsplit(url)
+    scheme, _, mode = parts.scheme.partition("+")
+    if mode not in ("", "cluster", "sentinel"):
+        raise ConfigError(f"state URL {_redact(url)!r}: unknown scheme {parts.scheme!r}")
     query = parse_qsl(parts.query, keep_blank_values=True)
     own = {k: v for k, v in query if k in _OWN_PARAMS}
-    _check_params([name for name, _ in query], parts.scheme)
+    _check_params([name for name, _ in query], scheme)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
     db = parts.path.strip("/")
+    service = ""
+    if mode == "sentinel":
+        service, _, db = db.partition("/")
+        if not service:
+            raise ConfigError(
+                f"state URL {_redact(url)!r} names no service: "
+                "redis+sentinel://host:26379[,host:26379...]/SERVICE[/db]"
+            )
     if db and not db.isdigit():
         # redis-py would quietly use database 0: a typo must not merge two fleets' state.
         raise ConfigError(f"state URL {_redact(url)!r}: the path must be a database number")
+    if mode == "cluster" and db not in ("", "0"):
+        raise ConfigError(f"state URL {_redact(url)!r}: a cluster has database 0 only")
     rest = [(k, v) for k, v in query if k not in _OWN_PARAMS]
     try:
-        redis_url = urlunsplit(parts._replace(query=urlencode(rest)))
-        kwargs = parse_url(redis_url)  # type: ignore[no-untyped-call]
+        addresses = [_address(h, 26379 if mode == "sentinel" else 6379) for h in hosts.split(",")]
+        # redis-py reads credentials and TLS settings from a plain URL of the first node.
+        first = hosts.split(",")[0]
+        plain = (scheme, userinfo + at + first, "/" + db if db else "", urlencode(rest), "")
+        kwargs = parse_url(urlunsplit(plain))  # type: ignore[no-untyped-call]
     except ValueError as exc:
         raise ConfigError(f"state URL {_redact(url)!r}: {exc}") from None
     try:
@@ -508,15 +828,33 @@ def from_url(url: str, config: Config) -> RedisStore:
         raise ConfigError("state URL: retry_after must be a number of seconds") from None
     if not 0 <= retry_after <= 3600:  # also refuses nan and inf
         raise ConfigError("state URL: retry_after must be 0 to 3600 seconds")
+    topology: Single | Cluster | Sentinel | None = None
+    if mode == "cluster":
+        topology = Cluster(addresses)
+    elif mode == "sentinel":
+        topology = Sentinel(addresses, unquote(service))
     host = kwargs.get("host", "localhost")
     port = kwargs.get("port", 6379)
+    shown = hosts if mode else f"{host}:{port}"
     return RedisStore(
         kwargs,
         config,
         prefix=own.get("prefix", DEFAULT_PREFIX),
         retry_after=retry_after,
-        where=f"{parts.scheme} at {host}:{port}",
+        where=f"{parts.scheme} at {shown}",
+        topology=topology,
     )
+
+
+def _address(text: str, default_port: int) -> Address:
+    """`host:port`, `host` or `[v6]:port`."""
+    host, colon, port = text.rpartition(":")
+    if not colon or host.endswith(":"):  # no port, or a bare IPv6 address
+        host, port = text, str(default_port)
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not host:port")
+    return host, int(port)
 
 
 def _check_params(names: list[str], scheme: str) -> None:
