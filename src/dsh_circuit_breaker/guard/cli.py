@@ -8,7 +8,6 @@ import argparse
 import os
 import signal
 import sys
-import threading
 from typing import Any
 
 from ..config_file import ENV_TOKEN
@@ -136,9 +135,9 @@ def run(args: argparse.Namespace) -> int:
         f"  the live page: {page_url(server.origin, server.token.decode())}",
         flush=True,
     )
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    signal.signal(signal.SIGTERM, lambda *_: server.shutdown())
     try:
-        server.serve_forever(poll_interval=0.5)
+        server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
