@@ -393,7 +393,7 @@ def test_ensure_starts_the_service_once(tmp_path: Path, env: dict[str, str]) -> 
         assert again.returncode == 0 and time.monotonic() - started < 5
         other = dict(env, DSH_CIRCUIT_BREAKER_TOKEN="another-token-0123456789")
         refused = subprocess.run(ensure, env=other, capture_output=True, text=True, timeout=60)
-        assert refused.returncode == 1 and "answered HTTP 401" in refused.stderr
+        assert refused.returncode == 1 and "cannot prove it holds this token" in refused.stderr
         log = state_dir(tmp_path) / "http-guard.log"
         assert stat.S_IMODE(log.stat().st_mode) == 0o600
         assert f"guarding on http://127.0.0.1:{port}" in log.read_text()

@@ -8,6 +8,8 @@ state directory, created at the first start with a random token, owner-only.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
 
@@ -79,3 +81,10 @@ def _create(path: str) -> None:
     finally:
         if os.path.lexists(temporary):
             os.unlink(temporary)
+
+
+def proof(token: str, port: int, nonce: str) -> str:
+    """What the guard on `port` answers to `nonce`: proof it holds `token`, bound to its
+    port (a squatter relaying the challenge to a guard on another port gets the wrong one)."""
+    message = f"dsh-circuit-breaker proof {port} {nonce}".encode()
+    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()

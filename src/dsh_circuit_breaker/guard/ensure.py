@@ -3,23 +3,33 @@ background if nothing does, then exit; `--stop` stops the one that answers there
 `install ... --http` runs `--ensure` as a SessionStart command hook: one process per
 session (not per tool call), before the first prompt.
 
-It exits 0, printing nothing, once the service answers `/healthz` with the token this
-process would send. Otherwise it says why on stderr and exits 1: a port held by another
-program, a service with another token, or one that would not start (its log's last
-lines). The harness then refuses the session's prompts and tool calls (the HTTP hooks'
-`onFailure: block`), so nothing runs unguarded without a word.
+Before the token goes anywhere, the client makes sure it talks to this user's guard:
+the listening socket must be this user's (/proc/net/tcp names its owner), and what
+answers must prove it holds the token without being sent it (`GET /proof?nonce=N`: an
+HMAC of the nonce and its port under the token). It exits 0, printing nothing, once the
+service answers `/healthz` with the token. Otherwise it says why on stderr and exits 1:
+a port held by another user (named) or another program, a service with another token,
+or one that would not start (its log's last lines). The harness then refuses the
+session's prompts and tool calls (the HTTP hooks' `onFailure: block`), so nothing runs
+unguarded without a word. A squatter on the port still gets what Claude Code's HTTP
+hooks send it: see docs/http-guard.md, "On a shared machine".
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
+import ipaddress
 import json
 import os
-import signal
+import pwd
+import secrets
+import socket
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -33,25 +43,114 @@ START_SECONDS = 10.0
 LOG_NAME = "http-guard.log"
 
 
+class NotOurs(Exception):
+    """Something answers on the guard's address that is not this user's guard: it was
+    not sent the token, and nothing else."""
+
+
 def health(origin: str, token: str, timeout: float = 2.0) -> dict[str, Any] | int | None:
-    """`/healthz`'s JSON if the service answers it; the HTTP status if something else
-    answers; None if nothing does."""
-    request = urllib.request.Request(
-        origin + "/healthz", headers={"Authorization": f"Bearer {token}"}
-    )
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+    """`/healthz`'s JSON if our guard answers there; the HTTP status if it answers that
+    with an error; None if nothing answers. NotOurs if what answers is another user's
+    socket, or cannot prove it holds `token`: the token goes to no one else."""
+    _check_owner(origin)
+    nonce = secrets.token_hex(16)
+    answer = _get(f"{origin}/proof?nonce={nonce}", {}, timeout)
+    if answer is None:
+        return None
+    expected = tokens.proof(token, _port(origin), nonce)
+    found = _json(answer[1]).get("proof") if answer[0] == 200 else None
+    if not isinstance(found, str) or not hmac.compare_digest(found, expected):
+        raise NotOurs(
+            f"{origin} answers (HTTP {answer[0]}) but cannot prove it holds this token: "
+            "another program holds that port, or a guard started with another token (its "
+            f"`--token`, ${ENV_TOKEN}, or {tokens.token_path()}); it was not sent the token"
+        )
+    answer = _get(f"{origin}/healthz", {"Authorization": f"Bearer {token}"}, timeout)
+    if answer is None:
+        return None
+    found = _json(answer[1]) if answer[0] == 200 else {}
+    return found if found.get("ok") is True else answer[0]
+
+
+def _check_owner(origin: str) -> None:
+    """NotOurs if another user's socket listens where `origin` connects (Linux:
+    /proc/net/tcp names each socket's owner; elsewhere the proof alone decides)."""
+    parts = urllib.parse.urlsplit(origin)
+    host, port = parts.hostname or "127.0.0.1", _port(origin)
+    for uid in listeners(host, port):
+        if uid != os.geteuid():
+            raise NotOurs(
+                f"port {port} on {host} is held by {_user(uid)}, not by you: the guard's "
+                "token and every tool call's arguments would go to them; it was not sent "
+                "the token. Use a port no one else holds, or the command hook (see "
+                "docs/http-guard.md, 'On a shared machine')"
+            )
+
+
+def listeners(host: str, port: int) -> list[int]:
+    """The owners (uids) of the sockets listening on `port` that a connection to `host`
+    reaches: bound to it or to every address. Empty where /proc/net is not readable."""
+    target = ipaddress.ip_address(socket.gethostbyname(host))
+    owners = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as file:
+                rows = file.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 8 or fields[3] != "0A":  # 0A: LISTEN
+                continue
+            address, _, hex_port = fields[1].partition(":")
+            if int(hex_port, 16) == port and _reaches(address, target):
+                owners.append(int(fields[7]))
+    return owners
+
+
+def _reaches(address: str, target: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether a socket bound to `address` (/proc/net's hex: 32-bit words in host byte
+    order) takes connections to `target`."""
+    raw = bytes.fromhex(address)
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    bound = ipaddress.ip_address(words)
+    if isinstance(bound, ipaddress.IPv6Address) and bound.ipv4_mapped is not None:
+        bound = bound.ipv4_mapped
+    return bound.is_unspecified or bound == target
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _port(origin: str) -> int:
+    return urllib.parse.urlsplit(origin).port or 80
+
+
+def _get(
+    url: str, headers: dict[str, str], timeout: float, method: str = "GET"
+) -> tuple[int, bytes] | None:
+    """(status, body) of one request, None if nothing answers; never through a proxy."""
+    request = urllib.request.Request(url, headers=headers, method=method)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(request, timeout=timeout) as response:
-            body = response.read(65536)
+            return response.status, response.read(65536)
     except urllib.error.HTTPError as exc:
-        return exc.code
+        return exc.code, b""
     except (OSError, ValueError):
         return None
+
+
+def _json(body: bytes) -> dict[str, Any]:
     try:
         found = json.loads(body)
     except ValueError:
-        return 200
-    return found if isinstance(found, dict) and found.get("ok") is True else 200
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def log_path() -> str:
@@ -68,15 +167,18 @@ def ensure(args: argparse.Namespace) -> int:
         origin = url_of(args.http)
     except (ConfigError, ValueError) as exc:
         return _say(str(exc))
+    try:
+        return _ensure(args, origin, token)
+    except NotOurs as exc:
+        return _say(str(exc))
+
+
+def _ensure(args: argparse.Namespace, origin: str, token: str) -> int:
     answer = health(origin, token)
     if isinstance(answer, dict):
         return 0
     if answer is not None:
-        return _say(
-            f"{origin} answered HTTP {answer} to the token: another program holds that "
-            "port, or a guard started with another token (its `--token`, "
-            f"${ENV_TOKEN}, or {tokens.token_path()})"
-        )
+        return _say(f"{origin} answered HTTP {answer} to the token")
     try:
         child = _start(args, token)
     except OSError as exc:
@@ -96,29 +198,31 @@ def ensure(args: argparse.Namespace) -> int:
 
 
 def stop(args: argparse.Namespace) -> int:
-    """Stop the guard answering on the address with this token (its /healthz names its
-    pid); 0 once nothing answers there."""
+    """Ask our guard on the address to stop (`POST /api/shutdown`, once it has proved it
+    is ours; no pid it reports is ever signalled); 0 once nothing answers there."""
     from ..address import url_of
 
     try:
         token = tokens.resolve(args.token, create=False)
         origin = url_of(args.http)
-    except (ConfigError, ValueError) as exc:
+        answer = health(origin, token)
+    except (ConfigError, ValueError, NotOurs) as exc:
         return _say(str(exc), "--stop")
-    answer = health(origin, token)
     if answer is None:
         print(f"no guard answers on {origin}")
         return 0
-    if not isinstance(answer, dict) or not isinstance(answer.get("pid"), int):
+    if not isinstance(answer, dict):
         return _say(f"{origin} answered HTTP {answer}: not a guard with this token", "--stop")
-    os.kill(answer["pid"], signal.SIGTERM)
+    asked = _get(f"{origin}/api/shutdown", {"Authorization": f"Bearer {token}"}, 2.0, method="POST")
+    if asked is None or asked[0] != 200:
+        return _say(f"{origin} did not take the request to stop: {asked}", "--stop")
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
-        if health(origin, token, timeout=0.5) is None:
-            print(f"stopped the guard on {origin} (pid {answer['pid']})")
+        if _get(f"{origin}/proof?nonce=00", {}, 0.5) is None:
+            print(f"stopped the guard on {origin} (pid {answer.get('pid')})")
             return 0
         time.sleep(0.05)
-    return _say(f"the guard (pid {answer['pid']}) still answers on {origin}", "--stop")
+    return _say(f"the guard (pid {answer.get('pid')}) still answers on {origin}", "--stop")
 
 
 def _start(args: argparse.Namespace, token: str) -> subprocess.Popen[bytes]:

@@ -10,6 +10,8 @@ Endpoints (every one needs the token, see `token`):
     GET  /api/incidents?after=N     incident log records after byte N
     GET  /metrics                   Prometheus text format
     GET  /healthz                   {"ok": true, "version", "pid"}
+    GET  /proof?nonce=HEX           the one without the token: proof that this service holds
+                                    it, never the token (`ensure.proof`)
     POST /api/shutdown              stop this service (what `serve --stop` asks)
 
 Any local process, and any web page the user's browser shows, can reach a loopback port,
@@ -54,6 +56,7 @@ from ..address import is_loopback
 from ..harnesses import HARNESSES
 from ..judge import MAX_EVENT_BYTES
 from ..stores import StoreUnavailable
+from ..token import proof
 from .metrics import CONTENT_TYPE
 from .service import Guard
 from .wire import HEAD_BYTES, Refused, Request, parse_head, response
@@ -284,6 +287,8 @@ class Routes:
         host = request.headers.get("host", "").lower()
         if server.check_host and host not in server.allowed_hosts:
             raise Refused(421, "host", f"this service does not answer for host {host!r}")
+        if request.method == "GET" and request.path == "/proof":
+            return  # proves the token to a client that will not send it to a stranger
         given = _bearer(request.headers.get("authorization"))
         if given is None and request.method == "GET" and request.path == "/":
             given = _first(request.query, "token")
@@ -319,6 +324,8 @@ class Routes:
             return self._page()
         if method == "GET" and path == "/healthz":
             return json_response(200, {"ok": True, "version": __version__, "pid": os.getpid()})
+        if method == "GET" and path == "/proof":
+            return self._proof(_first(query, "nonce") or "")
         if method == "POST" and path == "/api/shutdown":
             answer = json_response(200, {"stopping": True, "pid": os.getpid()}, close=True)
             answer.stop = True
@@ -355,6 +362,12 @@ class Routes:
             agent = unquote(rest)
             return _store_json(lambda: guard.agent(agent))
         return json_response(404, {"error": f"no {method} /api/agents/{rest}"})
+
+    def _proof(self, nonce: str) -> Response:
+        if not 2 <= len(nonce) <= 128 or not all(c in "0123456789abcdef" for c in nonce):
+            return json_response(400, {"error": "nonce: 2 to 128 lowercase hex digits"})
+        token = self.server.token.decode()
+        return json_response(200, {"proof": proof(token, self.server.port, nonce)})
 
     def _agents_tracked(self) -> int | None:
         try:
