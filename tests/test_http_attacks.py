@@ -284,3 +284,34 @@ def test_tls_on_every_address_takes_the_page_own_post(tmp_path: Path, env: dict[
             secure.request("POST", "/api/agents/nobody/reset", b"", headers)
             assert secure.getresponse().status == expected, origin
             secure.close()
+
+
+def test_token_file_owner_only_never_through_a_link(tmp_path: Path, env: dict[str, str]) -> None:
+    folder = tmp_path / "state" / "dsh-circuit-breaker"
+    folder.mkdir(parents=True, mode=0o700)
+    token_file = folder / "http-token"
+    token_file.write_text("an-existing-token-0123456789\n")
+    token_file.chmod(0o644)
+    with Service(env, token=None) as service:
+        assert service.request("GET", "/healthz", token="an-existing-token-0123456789")[0] == 200
+    assert token_file.stat().st_mode & 0o777 == 0o600  # tightened, as every file of ours
+    token_file.unlink()
+    target = tmp_path / "elsewhere"
+    target.write_text("a-secret-of-another-file-0123\n")
+    token_file.symlink_to(target)
+    done = subprocess.run(
+        [*CLI, "serve", "--http", "0"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "symbolic link" in done.stderr, done
+    assert "a-secret-of-another-file" not in done.stdout + done.stderr
+
+
+def test_a_template_that_cannot_render_every_count_fails_at_load(env: dict[str, str]) -> None:
+    bad = Path(env["HOME"]) / "bad.json"
+    bad.write_text(json.dumps({"denyMessage": "{count:c}", "maxCallsPerAgent": 0x110000}))
+    done = subprocess.run(
+        [*CLI, "serve", "--http", "0", "--config", str(bad), "--token", TOKEN],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "denyMessage" in done.stderr, done
+    assert "Traceback" not in done.stderr
