@@ -258,7 +258,8 @@ def test_framing_that_could_hide_a_second_request(service: Service) -> None:
     assert answer.startswith(b"HTTP/1.1 431 ") and b"nosniff" in answer
 
 
-def test_tls_on_every_address_takes_the_page_own_post(tmp_path: Path, env: dict[str, str]) -> None:
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key (0600)."""
     require(subprocess.run(["which", "openssl"], capture_output=True).returncode == 0, "openssl")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
@@ -268,6 +269,11 @@ def test_tls_on_every_address_takes_the_page_own_post(tmp_path: Path, env: dict[
         check=True, capture_output=True, timeout=60,
     )  # fmt: skip
     key.chmod(0o600)
+    return cert, key
+
+
+def test_tls_on_every_address_takes_the_page_own_post(tmp_path: Path, env: dict[str, str]) -> None:
+    cert, key = self_signed(tmp_path)
     tls = ("--allow-remote", "--tls-cert", str(cert), "--tls-key", str(key))
     with Service(env, *tls, address="0.0.0.0:0") as service:
         import http.client
@@ -315,3 +321,23 @@ def test_a_template_that_cannot_render_every_count_fails_at_load(env: dict[str, 
     )  # fmt: skip
     assert done.returncode == 2 and "denyMessage" in done.stderr, done
     assert "Traceback" not in done.stderr
+
+
+def test_a_session_named_like_a_subagent_is_its_own_agent(service: Service) -> None:
+    same = {"command": "same"}
+    session = [pre_tool_use(session="a/b", tool_input=same) for _ in range(6)]
+    subagent = [pre_tool_use(session="a", agent_id="b", tool_input=same) for _ in range(6)]
+    assert [service.hook(e) for e in session + subagent] == [b""] * 12  # 6 each, not 6 in all
+    agents = sorted(a["agent"] for a in service.json("/api/agents")["agents"])
+    assert agents == ["a%2Fb", "a/b"]
+
+
+def test_a_tls_key_every_user_may_read_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
+    cert, key = self_signed(tmp_path)
+    key.chmod(0o644)
+    tls = ("--allow-remote", "--tls-cert", str(cert), "--tls-key", str(key))
+    done = subprocess.run(
+        [*CLI, "serve", "--http", "0.0.0.0:0", *tls, "--token", TOKEN],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "readable by every user (mode 644)" in done.stderr, done

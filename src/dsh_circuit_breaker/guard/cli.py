@@ -87,6 +87,7 @@ def build(args: argparse.Namespace) -> Any:
             )
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.minimum_version = ssl.TLSVersion.TLSv1_2
+        _check_key(args.tls_key)
         tls.load_cert_chain(args.tls_cert, args.tls_key)
     token = tokens.resolve(args.token)
     guard = Guard(args.config, args.state)
@@ -126,6 +127,12 @@ def run(args: argparse.Namespace) -> int:
     from ..address import page_url
     from .service import redacted
 
+    if args.token:
+        print(
+            "dsh-circuit-breaker serve: --token is visible to every user of this machine "
+            f"(ps, /proc/PID/cmdline); prefer ${ENV_TOKEN} or the token file",
+            file=sys.stderr,
+        )
     warning = server.guard.open()
     if warning:
         print(f"dsh-circuit-breaker serve: {warning}", file=sys.stderr)
@@ -144,3 +151,19 @@ def run(args: argparse.Namespace) -> int:
         server.server_close()
         server.guard.close()
     return 0
+
+
+def _check_key(path: str) -> None:
+    """A TLS private key that every user may read is no secret: refused, naming it."""
+    import stat
+
+    from ..config import ConfigError
+
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError as exc:
+        raise ConfigError(f"--tls-key {path}: {exc.strerror or exc}") from None
+    if mode & 0o004:
+        raise ConfigError(
+            f"--tls-key {path}: readable by every user (mode {mode:o}); chmod 600 {path}"
+        )
