@@ -18,21 +18,13 @@ hooks send it: see docs/http-guard.md, "On a shared machine".
 from __future__ import annotations
 
 import argparse
-import hmac
-import ipaddress
-import json
 import os
-import pwd
-import secrets
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any
 
+from .. import listener
 from .. import token as tokens
 from ..config import ConfigError
 from ..config_file import ENV_TOKEN
@@ -43,114 +35,17 @@ START_SECONDS = 10.0
 LOG_NAME = "http-guard.log"
 
 
-class NotOurs(Exception):
-    """Something answers on the guard's address that is not this user's guard: it was
-    not sent the token, and nothing else."""
-
-
 def health(origin: str, token: str, timeout: float = 2.0) -> dict[str, Any] | int | None:
     """`/healthz`'s JSON if our guard answers there; the HTTP status if it answers that
-    with an error; None if nothing answers. NotOurs if what answers is another user's
-    socket, or cannot prove it holds `token`: the token goes to no one else."""
-    _check_owner(origin)
-    nonce = secrets.token_hex(16)
-    answer = _get(f"{origin}/proof?nonce={nonce}", {}, timeout)
+    with an error; None if nothing answers. listener.NotOurs (`listener.verify`) if what answers
+    is not this user's guard: then the token goes nowhere."""
+    if listener.verify(origin, token, timeout) is None:
+        return None
+    answer = listener.get(f"{origin}/healthz", {"Authorization": f"Bearer {token}"}, timeout)
     if answer is None:
         return None
-    expected = tokens.proof(token, _port(origin), nonce)
-    found = _json(answer[1]).get("proof") if answer[0] == 200 else None
-    if not isinstance(found, str) or not hmac.compare_digest(found, expected):
-        raise NotOurs(
-            f"{origin} answers (HTTP {answer[0]}) but cannot prove it holds this token: "
-            "another program holds that port, or a guard started with another token (its "
-            f"`--token`, ${ENV_TOKEN}, or {tokens.token_path()}); it was not sent the token"
-        )
-    answer = _get(f"{origin}/healthz", {"Authorization": f"Bearer {token}"}, timeout)
-    if answer is None:
-        return None
-    found = _json(answer[1]) if answer[0] == 200 else {}
+    found = listener.json_object(answer[1]) if answer[0] == 200 else {}
     return found if found.get("ok") is True else answer[0]
-
-
-def _check_owner(origin: str) -> None:
-    """NotOurs if another user's socket listens where `origin` connects (Linux:
-    /proc/net/tcp names each socket's owner; elsewhere the proof alone decides)."""
-    parts = urllib.parse.urlsplit(origin)
-    host, port = parts.hostname or "127.0.0.1", _port(origin)
-    for uid in listeners(host, port):
-        if uid != os.geteuid():
-            raise NotOurs(
-                f"port {port} on {host} is held by {_user(uid)}, not by you: the guard's "
-                "token and every tool call's arguments would go to them; it was not sent "
-                "the token. Use a port no one else holds, or the command hook (see "
-                "docs/http-guard.md, 'On a shared machine')"
-            )
-
-
-def listeners(host: str, port: int) -> list[int]:
-    """The owners (uids) of the sockets listening on `port` that a connection to `host`
-    reaches: bound to it or to every address. Empty where /proc/net is not readable."""
-    target = ipaddress.ip_address(socket.gethostbyname(host))
-    owners = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table, encoding="ascii") as file:
-                rows = file.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            fields = row.split()
-            if len(fields) < 8 or fields[3] != "0A":  # 0A: LISTEN
-                continue
-            address, _, hex_port = fields[1].partition(":")
-            if int(hex_port, 16) == port and _reaches(address, target):
-                owners.append(int(fields[7]))
-    return owners
-
-
-def _reaches(address: str, target: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Whether a socket bound to `address` (/proc/net's hex: 32-bit words in host byte
-    order) takes connections to `target`."""
-    raw = bytes.fromhex(address)
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    bound = ipaddress.ip_address(words)
-    if isinstance(bound, ipaddress.IPv6Address) and bound.ipv4_mapped is not None:
-        bound = bound.ipv4_mapped
-    return bound.is_unspecified or bound == target
-
-
-def _user(uid: int) -> str:
-    try:
-        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
-
-
-def _port(origin: str) -> int:
-    return urllib.parse.urlsplit(origin).port or 80
-
-
-def _get(
-    url: str, headers: dict[str, str], timeout: float, method: str = "GET"
-) -> tuple[int, bytes] | None:
-    """(status, body) of one request, None if nothing answers; never through a proxy."""
-    request = urllib.request.Request(url, headers=headers, method=method)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            return response.status, response.read(65536)
-    except urllib.error.HTTPError as exc:
-        return exc.code, b""
-    except (OSError, ValueError):
-        return None
-
-
-def _json(body: bytes) -> dict[str, Any]:
-    try:
-        found = json.loads(body)
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def log_path() -> str:
@@ -169,7 +64,7 @@ def ensure(args: argparse.Namespace) -> int:
         return _say(str(exc))
     try:
         return _ensure(args, origin, token)
-    except NotOurs as exc:
+    except listener.NotOurs as exc:
         return _say(str(exc))
 
 
@@ -206,19 +101,21 @@ def stop(args: argparse.Namespace) -> int:
         token = tokens.resolve(args.token, create=False)
         origin = url_of(args.http)
         answer = health(origin, token)
-    except (ConfigError, ValueError, NotOurs) as exc:
+    except (ConfigError, ValueError, listener.NotOurs) as exc:
         return _say(str(exc), "--stop")
     if answer is None:
         print(f"no guard answers on {origin}")
         return 0
     if not isinstance(answer, dict):
         return _say(f"{origin} answered HTTP {answer}: not a guard with this token", "--stop")
-    asked = _get(f"{origin}/api/shutdown", {"Authorization": f"Bearer {token}"}, 2.0, method="POST")
+    asked = listener.get(
+        f"{origin}/api/shutdown", {"Authorization": f"Bearer {token}"}, 2.0, method="POST"
+    )
     if asked is None or asked[0] != 200:
         return _say(f"{origin} did not take the request to stop: {asked}", "--stop")
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
-        if _get(f"{origin}/proof?nonce=00", {}, 0.5) is None:
+        if listener.get(f"{origin}/proof?nonce=00", {}, 0.5) is None:
             print(f"stopped the guard on {origin} (pid {answer.get('pid')})")
             return 0
         time.sleep(0.05)
