@@ -290,7 +290,7 @@ def test_32_concurrent_clients_and_a_slow_one(service: Service) -> None:
         assert answers[n][:10] == [True] * 6 + [False] * 4  # exact per agent
     assert sum(sum(a[10:]) for a in answers.values()) == 6  # exactly 6 of 320 shared calls
     trickler.join(30)
-    assert slow_done and slow_done[0] < 15  # cut off after REQUEST_SECONDS, not served
+    assert slow_done and slow_done[0] < 15  # cut off after HEAD_SECONDS, not served
     slow.close()
     samples = metric_samples(service.metrics())
     assert samples[("dsh_circuit_breaker_http_refused_total", (("reason", "slow"),))] >= 1
