@@ -81,6 +81,9 @@ def test_empty_incident_log_means_off() -> None:
         ({"denyMessage": "{count:>" + "9" * 5000 + "}"}, "width or precision above 100"),
         ({"denyMessage": "{tool:{count}}"}, "nested placeholder"),
         ({"denyMessage": "{tool:>100}" * 300}, "renders to"),
+        # A count past 0x10FFFF has no character (refusals in a row grow without bound).
+        ({"denyMessage": "{count:c}", "maxCallsPerAgent": 0x110000}, "denyMessage"),
+        ({"denyMessage": {"stop": "{count:c}"}}, "the c .character. format"),
     ],
 )
 def test_bad_config_fails_naming_the_key(mapping: dict[str, Any], named: str) -> None:

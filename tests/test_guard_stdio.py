@@ -317,3 +317,29 @@ def test_a_harness_hello_loads_the_config_its_command_hook_would(
 def test_a_bad_harness_hello_is_refused(hello: dict[str, Any], error: str) -> None:
     reply = GuardServer().handle_line(json.dumps({"op": "hello", "id": 1, **hello}).encode())
     assert reply is not None and reply["ok"] is False and error in reply["error"], reply
+
+
+def test_an_id_out_of_json_range_gets_a_strict_json_answer(guard: Guard) -> None:
+    reply = guard.ask(b'{"op": "check", "id": 1e999, "agent": "a", "tool": "bash"}')
+    assert reply == {"allowed": True, "error": "the request's id is out of JSON's number range"}
+    assert "id" not in guard.ask(b'{"op": "ping", "id": [-1e999]}')
+    assert guard.ask({"op": "ping", "id": 1.5}) == {"ok": True, "id": 1.5}
+    assert guard.close()[0] == 0
+
+
+def test_a_lone_surrogate_in_an_id_is_judged_by_its_bytes(tmp_path: Path) -> None:
+    """Malformed UTF-16 in an agent id (`\\ud800`, as JSON lets a harness send) on a
+    SQLite store: still guarded, apart from a neighbouring surrogate, no traceback."""
+    log = tmp_path / "incidents.jsonl"
+    g = Guard("--state", f"sqlite:///{tmp_path / 'state.db'}")
+    hello = {"op": "hello", "id": 0, "config": {"incidentLog": str(log)}}
+    assert g.ask(hello)["ok"] is True
+    for agent in ("x\\ud800y", "x\\udfffy"):
+        answers = []
+        for step in range(1, 8):
+            line = json.dumps(check("PLACEHOLDER", "same", step)).replace("PLACEHOLDER", agent)
+            answers.append(g.ask(line.encode()).get("allowed"))
+        assert answers == [True] * 6 + [False], agent
+    code, stderr = g.close()
+    assert code == 0 and "Traceback" not in stderr and "internal error" not in stderr
+    assert len(log.read_text().splitlines()) == 2  # one incident per agent

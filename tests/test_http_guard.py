@@ -290,7 +290,7 @@ def test_32_concurrent_clients_and_a_slow_one(service: Service) -> None:
         assert answers[n][:10] == [True] * 6 + [False] * 4  # exact per agent
     assert sum(sum(a[10:]) for a in answers.values()) == 6  # exactly 6 of 320 shared calls
     trickler.join(30)
-    assert slow_done and slow_done[0] < 15  # cut off after REQUEST_SECONDS, not served
+    assert slow_done and slow_done[0] < 15  # cut off after HEAD_SECONDS, not served
     slow.close()
     samples = metric_samples(service.metrics())
     assert samples[("dsh_circuit_breaker_http_refused_total", (("reason", "slow"),))] >= 1
@@ -393,7 +393,7 @@ def test_ensure_starts_the_service_once(tmp_path: Path, env: dict[str, str]) -> 
         assert again.returncode == 0 and time.monotonic() - started < 5
         other = dict(env, DSH_CIRCUIT_BREAKER_TOKEN="another-token-0123456789")
         refused = subprocess.run(ensure, env=other, capture_output=True, text=True, timeout=60)
-        assert refused.returncode == 1 and "answered HTTP 401" in refused.stderr
+        assert refused.returncode == 1 and "cannot prove it holds this token" in refused.stderr
         log = state_dir(tmp_path) / "http-guard.log"
         assert stat.S_IMODE(log.stat().st_mode) == 0o600
         assert f"guarding on http://127.0.0.1:{port}" in log.read_text()

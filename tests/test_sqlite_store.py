@@ -230,3 +230,30 @@ def test_mass_expiry_does_not_lock_out_concurrent_hooks(
     assert dict(breakers[0].store.agents())["shared"].calls == 16  # every one was counted
     for breaker in breakers:
         breaker.close()
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_long_lived_store_follows_its_file_when_it_is_removed(tmp_path: Path, how: str) -> None:
+    """The guard keeps one store open; someone deletes (or replaces) state.db: the guard
+    and the hooks, which open the path afresh, count in the same file again."""
+    path = tmp_path / "state.db"
+    config = Config(duplicate_limit=6)
+    guard = CircuitBreaker(config, SQLiteStore(str(path), config))
+    for _ in range(3):
+        assert guard.check("agent", "bash", {"command": "same"}).allowed
+    path.unlink()
+    for side in ("-wal", "-shm"):
+        Path(str(path) + side).unlink(missing_ok=True)
+    if how == "replaced":
+        path.write_bytes(b"")
+        path.chmod(0o600)
+    runs = []
+    for n in range(10):  # alternately a hook (a new process's store) and the guard
+        if n % 2:
+            runs.append(guard.check("agent", "bash", {"command": "same"}).allowed)
+        else:
+            hook = CircuitBreaker(config, SQLiteStore(str(path), config))
+            runs.append(hook.check("agent", "bash", {"command": "same"}).allowed)
+            hook.close()
+    assert runs == [True] * 6 + [False] * 4  # one count of 6, not one per file
+    guard.close()

@@ -146,8 +146,10 @@ class CircuitBreaker:
         return self.store.transact(state_key, step)
 
     def _state_key(self, agent: Any) -> str:
-        if isinstance(agent, str):
-            return agent
+        key = agent if isinstance(agent, str) else self._object_key(agent)
+        return key if key.isascii() else _by_bytes(key)
+
+    def _object_key(self, agent: Any) -> str:
         if self._objects is None:
             # Only agent objects need identity tracking, so a hook (string ids) skips
             # importing it; the lock keeps two first calls from building two maps.
@@ -189,3 +191,13 @@ class CircuitBreaker:
         if verdict.first_stop:
             limit = self.config.stop_after_denials
             append_incident(path, incident_line("stop", tool, verdict.denials, limit, who))
+
+
+def _by_bytes(key: str) -> str:
+    """`key` as a store can hold it: one with a lone surrogate (malformed UTF-16 from a
+    harness's JSON) is judged by its bytes, each one a surrogate stands for written out."""
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return key.encode("utf-8", "surrogatepass").decode("utf-8", "backslashreplace")
+    return key

@@ -317,11 +317,18 @@ def _check_template(text: str, largest: int) -> None:
                 f"placeholder {shown(name + ':' + spec)}: a width or precision above "
                 f"{MAX_SPEC_NUMBER}, or a nested placeholder, is not accepted",
             )
+        if spec and spec.endswith("c"):  # past 0x10FFFF (refusals in a row) no character
+            raise _error(
+                "deny_message",
+                f"placeholder {shown(name + ':' + spec)}: the c (character) format renders "
+                "only some numbers; use d",
+            )
     from .messages import MAX_TOOL, render
 
-    try:  # the longest values a denial can carry
+    try:  # the smallest and the longest values a denial can carry
+        render(text, "", "cap", 0, 0)
         rendered = render(text, "t" * MAX_TOOL, "unavailable", largest, largest)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise _error("deny_message", f"cannot be rendered: {exc}") from None
     if len(rendered) > MAX_MESSAGE:
         raise _error(

@@ -3,17 +3,22 @@
 reach a port on 127.0.0.1.
 
 `--token`, else `$DSH_CIRCUIT_BREAKER_TOKEN`, else the file `http-token` in the user's
-state directory, created at the first start with a random token, owner-only.
+state directory, created at the first start with a random token, owner-only; an
+existing one must be this user's regular file (never followed through a symlink, or
+used with a second hard link) and is tightened to 0600 if others could read it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
+import time
 
 from .config import ConfigError
 from .config_file import ENV_TOKEN
-from .files import open_private, private_directory, read_regular
+from .files import open_private, private_directory
 from .paths import default_state_dir
 
 FILE_NAME = "http-token"
@@ -48,34 +53,45 @@ def resolve(explicit: str | None = None, *, create: bool = True) -> str:
 
 
 def from_file(*, create: bool = True) -> str:
+    """The token file's token: our own regular file, never through a symlink, tightened
+    to 0600 if others could read it; with `create`, a missing one is made first."""
     path = token_path()
     if not os.path.lexists(path) and create:
         _create(path)
-    try:
-        text = read_regular(path, MAX_LENGTH + 1).decode("ascii", "replace").strip()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the token file {path}: {exc}") from None
+    for _ in range(100):  # a service creating it this moment writes it within a few ms
+        try:
+            fd = open_private(path, os.O_RDONLY)
+            try:
+                text = os.read(fd, MAX_LENGTH + 2).decode("ascii", "replace").strip()
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise ConfigError(f"token file {path} not used: {exc}") from None
+        if text:
+            return check(text, path)
+        time.sleep(0.01)
     return check(text, path)
 
 
 def _create(path: str) -> None:
-    """Write a new token beside `path`, then link it into place: a service starting at
-    the same moment finds either no file or a whole one, and the first link wins."""
-    directory = os.path.dirname(path)
-    private_directory(directory)
-    temporary = os.path.join(directory, f".{FILE_NAME}.{secrets.token_hex(8)}")
+    """Create the file owner-only, exclusively, and write a new token into it: of two
+    services starting at once the first one's token stands (the other reads it)."""
+    private_directory(os.path.dirname(path))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        try:
-            os.write(fd, (secrets.token_urlsafe(32) + "\n").encode())
-        finally:
-            os.close(fd)
-        try:  # noqa: SIM105 - the loser of a race uses the winner's token
-            os.link(temporary, path)
-        except FileExistsError:
-            pass
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        return
     except OSError as exc:
         raise ConfigError(f"cannot create the token file {path}: {exc}") from None
+    try:
+        os.write(fd, (secrets.token_urlsafe(32) + "\n").encode())
     finally:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
+        os.close(fd)
+
+
+def proof(token: str, port: int, nonce: str) -> str:
+    """What the guard on `port` answers to `nonce`: proof it holds `token`, bound to its
+    port (a squatter relaying the challenge to a guard on another port gets the wrong one)."""
+    message = f"dsh-circuit-breaker proof {port} {nonce}".encode()
+    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()

@@ -8,7 +8,6 @@ import argparse
 import os
 import signal
 import sys
-import threading
 from typing import Any
 
 from ..config_file import ENV_TOKEN
@@ -104,6 +103,7 @@ def listening(args: argparse.Namespace) -> tuple[str, int, Any, bool]:
             )
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.minimum_version = ssl.TLSVersion.TLSv1_2
+        _check_key(args.tls_key)
         tls.load_cert_chain(args.tls_cert, args.tls_key)
     return host, port, tls, loopback
 
@@ -135,6 +135,12 @@ def run(args: argparse.Namespace) -> int:
     from ..address import page_url
     from .service import redacted
 
+    if args.token:
+        print(
+            "dsh-circuit-breaker serve: --token is visible to every user of this machine "
+            f"(ps, /proc/PID/cmdline); prefer ${ENV_TOKEN} or the token file",
+            file=sys.stderr,
+        )
     warning = server.guard.open()
     if warning:
         print(f"dsh-circuit-breaker serve: {warning}", file=sys.stderr)
@@ -144,12 +150,28 @@ def run(args: argparse.Namespace) -> int:
         f"  the live page: {page_url(server.origin, server.token.decode())}",
         flush=True,
     )
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    signal.signal(signal.SIGTERM, lambda *_: server.shutdown())
     try:
-        server.serve_forever(poll_interval=0.5)
+        server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
         server.guard.close()
     return 0
+
+
+def _check_key(path: str) -> None:
+    """A TLS private key that every user may read is no secret: refused, naming it."""
+    import stat
+
+    from ..config import ConfigError
+
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError as exc:
+        raise ConfigError(f"--tls-key {path}: {exc.strerror or exc}") from None
+    if mode & 0o004:
+        raise ConfigError(
+            f"--tls-key {path}: readable by every user (mode {mode:o}); chmod 600 {path}"
+        )

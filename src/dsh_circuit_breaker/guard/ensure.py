@@ -3,26 +3,28 @@ background if nothing does, then exit; `--stop` stops the one that answers there
 `install ... --http` runs `--ensure` as a SessionStart command hook: one process per
 session (not per tool call), before the first prompt.
 
-It exits 0, printing nothing, once the service answers `/healthz` with the token this
-process would send. Otherwise it says why on stderr and exits 1: a port held by another
-program, a service with another token, or one that would not start (its log's last
-lines). The harness then refuses the session's prompts and tool calls (the HTTP hooks'
-`onFailure: block`), so nothing runs unguarded without a word.
+Before the token goes anywhere, the client makes sure it talks to this user's guard:
+the listening socket must be this user's (/proc/net/tcp names its owner), and what
+answers must prove it holds the token without being sent it (`GET /proof?nonce=N`: an
+HMAC of the nonce and its port under the token). It exits 0, printing nothing, once the
+service answers `/healthz` with the token. Otherwise it says why on stderr and exits 1:
+a port held by another user (named) or another program, a service with another token,
+or one that would not start (its log's last lines). The harness then refuses the
+session's prompts and tool calls (the HTTP hooks' `onFailure: block`), so nothing runs
+unguarded without a word. A squatter on the port still gets what Claude Code's HTTP
+hooks send it: see docs/http-guard.md, "On a shared machine".
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
+from .. import listener
 from .. import token as tokens
 from ..config import ConfigError
 from ..config_file import ENV_TOKEN
@@ -34,24 +36,16 @@ LOG_NAME = "http-guard.log"
 
 
 def health(origin: str, token: str, timeout: float = 2.0) -> dict[str, Any] | int | None:
-    """`/healthz`'s JSON if the service answers it; the HTTP status if something else
-    answers; None if nothing does."""
-    request = urllib.request.Request(
-        origin + "/healthz", headers={"Authorization": f"Bearer {token}"}
-    )
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            body = response.read(65536)
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (OSError, ValueError):
+    """`/healthz`'s JSON if our guard answers there; the HTTP status if it answers that
+    with an error; None if nothing answers. listener.NotOurs (`listener.verify`) if what answers
+    is not this user's guard: then the token goes nowhere."""
+    if listener.verify(origin, token, timeout) is None:
         return None
-    try:
-        found = json.loads(body)
-    except ValueError:
-        return 200
-    return found if isinstance(found, dict) and found.get("ok") is True else 200
+    answer = listener.get(f"{origin}/healthz", {"Authorization": f"Bearer {token}"}, timeout)
+    if answer is None:
+        return None
+    found = listener.json_object(answer[1]) if answer[0] == 200 else {}
+    return found if found.get("ok") is True else answer[0]
 
 
 def log_path() -> str:
@@ -68,15 +62,18 @@ def ensure(args: argparse.Namespace) -> int:
         origin = url_of(args.http)
     except (ConfigError, ValueError) as exc:
         return _say(str(exc))
+    try:
+        return _ensure(args, origin, token)
+    except listener.NotOurs as exc:
+        return _say(str(exc))
+
+
+def _ensure(args: argparse.Namespace, origin: str, token: str) -> int:
     answer = health(origin, token)
     if isinstance(answer, dict):
         return 0
     if answer is not None:
-        return _say(
-            f"{origin} answered HTTP {answer} to the token: another program holds that "
-            "port, or a guard started with another token (its `--token`, "
-            f"${ENV_TOKEN}, or {tokens.token_path()})"
-        )
+        return _say(f"{origin} answered HTTP {answer} to the token")
     try:
         child = _start(args, token)
     except OSError as exc:
@@ -96,29 +93,33 @@ def ensure(args: argparse.Namespace) -> int:
 
 
 def stop(args: argparse.Namespace) -> int:
-    """Stop the guard answering on the address with this token (its /healthz names its
-    pid); 0 once nothing answers there."""
+    """Ask our guard on the address to stop (`POST /api/shutdown`, once it has proved it
+    is ours; no pid it reports is ever signalled); 0 once nothing answers there."""
     from ..address import url_of
 
     try:
         token = tokens.resolve(args.token, create=False)
         origin = url_of(args.http)
-    except (ConfigError, ValueError) as exc:
+        answer = health(origin, token)
+    except (ConfigError, ValueError, listener.NotOurs) as exc:
         return _say(str(exc), "--stop")
-    answer = health(origin, token)
     if answer is None:
         print(f"no guard answers on {origin}")
         return 0
-    if not isinstance(answer, dict) or not isinstance(answer.get("pid"), int):
+    if not isinstance(answer, dict):
         return _say(f"{origin} answered HTTP {answer}: not a guard with this token", "--stop")
-    os.kill(answer["pid"], signal.SIGTERM)
+    asked = listener.get(
+        f"{origin}/api/shutdown", {"Authorization": f"Bearer {token}"}, 2.0, method="POST"
+    )
+    if asked is None or asked[0] != 200:
+        return _say(f"{origin} did not take the request to stop: {asked}", "--stop")
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
-        if health(origin, token, timeout=0.5) is None:
-            print(f"stopped the guard on {origin} (pid {answer['pid']})")
+        if listener.get(f"{origin}/proof?nonce=00", {}, 0.5) is None:
+            print(f"stopped the guard on {origin} (pid {answer.get('pid')})")
             return 0
         time.sleep(0.05)
-    return _say(f"the guard (pid {answer['pid']}) still answers on {origin}", "--stop")
+    return _say(f"the guard (pid {answer.get('pid')}) still answers on {origin}", "--stop")
 
 
 def _start(args: argparse.Namespace, token: str) -> subprocess.Popen[bytes]:

@@ -10,15 +10,25 @@ Endpoints (every one needs the token, see `token`):
     GET  /api/incidents?after=N     incident log records after byte N
     GET  /metrics                   Prometheus text format
     GET  /healthz                   {"ok": true, "version", "pid"}
+    GET  /proof?nonce=HEX           the one without the token: proof that this service holds
+                                    it, never the token (`ensure.proof`)
+    POST /api/shutdown              stop this service (what `serve --stop` asks)
 
 Any local process, and any web page the user's browser shows, can reach a loopback port,
-so: a request without the token is refused (401); the `Host` header must name this
-service (a DNS-rebinding page names its own host, 421); a POST from a browser must come
-from the page itself (`Origin`, `Sec-Fetch-Site`; 403); a body is at most
-MAX_HOOK_BODY bytes on /hook (as the command hook reads at most) and MAX_API_BODY
-elsewhere (413, unread); and a client gets REQUEST_SECONDS to send a request, however
-slowly it trickles in, past which its connection is closed, so a slow client holds only
-its own thread, of at most MAX_CONNECTIONS.
+so, in this order and before any work is done for a request: its head is read bounded
+(`wire`: at most HEAD_BYTES and MAX_HEADERS lines, within HEAD_SECONDS); the `Host`
+header must name this service (a DNS-rebinding page names its own host, 421); the token
+must be there (401); a POST from a browser must come from the page itself (`Origin`,
+`Sec-Fetch-Site`; 403); only then is a body read, at most MAX_HOOK_BODY bytes on /hook
+(as the command hook reads at most) and MAX_API_BODY elsewhere (413, unread), within
+BODY_SECONDS.
+
+One event loop holds every connection (a few kilobytes each, no thread), so clients that
+trickle or hold connections open cost memory only, bounded: at most MAX_UNAUTHENTICATED
+connections that have not yet sent the token (past that the oldest is closed), at most
+MAX_CONNECTIONS in all. Decisions run on WORKERS threads, which only authenticated,
+complete requests ever reach: whatever unauthenticated clients do, the harness's
+requests are answered.
 
 A non-loopback address needs `--allow-remote` and TLS (`--tls-cert`, `--tls-key`): the
 token would otherwise cross the network in clear text (see `cli`).
@@ -26,6 +36,7 @@ token would otherwise cross the network in clear text (see `cli`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
@@ -33,13 +44,12 @@ import os
 import secrets
 import socket
 import ssl
-import sys
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
-from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
 
 from .._log import warn
 from .._version import __version__
@@ -47,39 +57,75 @@ from ..address import is_loopback
 from ..harnesses import HARNESSES
 from ..judge import MAX_EVENT_BYTES
 from ..stores import StoreUnavailable
+from ..token import proof
 from .metrics import CONTENT_TYPE
 from .service import Guard
+from .wire import HEAD_BYTES, Refused, Request, parse_head, response
 
 MAX_HOOK_BODY = MAX_EVENT_BYTES
 MAX_API_BODY = 64 * 1024
-REQUEST_SECONDS = 10.0  # to send a whole request (headers and body), from its first wait
-SOCKET_SECONDS = 5.0  # any one read or write; an idle keep-alive connection closes then
-MAX_CONNECTIONS = 256
+HEAD_SECONDS = 10.0  # to send a request line and headers, from the first wait (idle included)
+BODY_SECONDS = 10.0  # to send the body, once the head is accepted
+WRITE_SECONDS = 10.0  # to take an answer
+MAX_CONNECTIONS = 8192
+MAX_UNAUTHENTICATED = 2048
+WORKERS = 8
+MAX_STREAMS = 256  # relayed streams open at once (threads waiting on their upstream)
+BACKLOG = 1024
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
-SECURITY_HEADERS = (
-    ("X-Content-Type-Options", "nosniff"),
-    ("Cache-Control", "no-store"),
-    ("Referrer-Policy", "no-referrer"),
-    ("X-Frame-Options", "DENY"),
-)
 
 
-class Refused(Exception):
-    """A request the service will not serve: HTTP `status`, a `reason` for /metrics."""
+class Response:
+    """What a route answers; `stop` asks the server to stop once it is sent."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
+    __slots__ = ("chunks", "close", "content_type", "data", "extra", "status", "stop")
+
+    def __init__(
+        self,
+        status: int,
+        data: bytes,
+        content_type: str | None = None,
+        *,
+        close: bool = False,
+        extra: tuple[tuple[str, str], ...] = (),
+        stop: bool = False,
+        chunks: Iterator[bytes] | None = None,
+    ) -> None:
+        self.status, self.data, self.content_type = status, data, content_type
+        self.close, self.extra, self.stop = close, extra, stop
+        # A body that comes as it is made (a relayed stream): it ends the connection.
+        self.chunks = chunks
+
+    def wire(self, keep_alive: bool) -> bytes:
+        extra = self.extra
+        if self.status == 401:
+            extra = (*extra, ("WWW-Authenticate", 'Bearer realm="dsh-circuit-breaker"'))
+        close = self.close or not keep_alive
+        streamed = self.chunks is not None
+        return response(
+            self.status, self.data, self.content_type, close=close, extra=extra, streamed=streamed
+        )
 
 
-class GuardHTTPServer(ThreadingHTTPServer):
-    """A thread per connection, at most MAX_CONNECTIONS at once; a watchdog closes the
-    connection of a client that takes longer than REQUEST_SECONDS to send a request."""
+def json_response(status: int, payload: Any, *, close: bool = False) -> Response:
+    data = json.dumps(payload, separators=(",", ":")).encode()
+    return Response(status, data, "application/json", close=close)
 
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 128
+
+class RouteSet(Protocol):
+    """What a server serves: its checks before a body is read, its body limit, its
+    answers (on worker threads, the request read in full)."""
+
+    def authorize(self, request: Request) -> None: ...
+
+    def body_limit(self, request: Request) -> int: ...
+
+    def respond(self, request: Request) -> Response: ...
+
+
+class GuardHTTPServer:
+    """The listening socket (bound at construction, so a taken port fails there) and the
+    event loop `serve_forever` runs; `shutdown` stops it from any thread."""
 
     def __init__(
         self,
@@ -89,21 +135,28 @@ class GuardHTTPServer(ThreadingHTTPServer):
         *,
         tls: ssl.SSLContext | None = None,
         check_host: bool = True,
+        routes: Callable[[GuardHTTPServer], RouteSet] | None = None,
     ) -> None:
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        super().__init__(address, Handler)
+        """`routes` makes the endpoints (default: the guard's own, `Routes`); another
+        transport (the MCP relay) serves its own behind the same wire, limits and checks."""
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.socket = socket.create_server(address, family=family, backlog=BACKLOG)
+        self.server_address = self.socket.getsockname()
         self.guard = guard
         self.metrics = guard.metrics
         self.token = token.encode()
         self.tls = tls
         self.check_host = check_host
         self.allowed_hosts = self._hosts()
-        self.page = _page_parts()
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self._deadlines: dict[socket.socket, float] = {}
-        self._watch_lock = threading.Lock()
-        self._stopped = threading.Event()
-        threading.Thread(target=self._watchdog, name="deadlines", daemon=True).start()
+        self.routes: RouteSet = (routes or Routes)(self)
+        self._workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="guard")
+        self._streams = ThreadPoolExecutor(MAX_STREAMS, thread_name_prefix="stream")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._stopping = False
+        self._open: set[asyncio.StreamWriter] = set()
+        # Connections that have not sent the token yet, oldest first.
+        self._unauthenticated: OrderedDict[asyncio.StreamWriter, None] = OrderedDict()
 
     @property
     def port(self) -> int:
@@ -120,260 +173,296 @@ class GuardHTTPServer(ThreadingHTTPServer):
         names = {host, f"[{host}]"} | set(LOOPBACK_NAMES if is_loopback(host) else ())
         return {f"{name}:{self.port}".lower() for name in names}
 
-    # -- connections ---------------------------------------------------------------------
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.metrics.count("refused", "busy")
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
+    # -- running -------------------------------------------------------------------------
+    def serve_forever(self) -> None:
+        asyncio.run(self._serve())
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-    def watch(self, connection: socket.socket, seconds: float | None) -> None:
-        """Close `connection` unless it is unwatched within `seconds` (None: unwatch)."""
-        with self._watch_lock:
-            if seconds is None:
-                self._deadlines.pop(connection, None)
-            else:
-                self._deadlines[connection] = time.monotonic() + seconds
-
-    def _watchdog(self) -> None:
-        while not self._stopped.wait(0.25):
-            now = time.monotonic()
-            with self._watch_lock:
-                late = [c for c, deadline in self._deadlines.items() if deadline < now]
-                for connection in late:
-                    del self._deadlines[connection]
-            for connection in late:
-                self.metrics.count("refused", "slow")
-                # Wakes the thread blocked reading it; that thread closes it.
-                with contextlib.suppress(OSError):
-                    connection.shutdown(socket.SHUT_RDWR)
+    def shutdown(self) -> None:
+        """Stop serving (safe from a signal handler or another thread)."""
+        self._stopping = True
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already closed
+                loop.call_soon_threadsafe(stop.set)
 
     def server_close(self) -> None:
-        self._stopped.set()
-        super().server_close()
+        self.socket.close()
+        self._workers.shutdown(wait=False)
+        self._streams.shutdown(wait=False)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], OSError):
-            return  # the client went away, timed out or was cut off: nothing to tell
-        warn("dsh-circuit-breaker serve: error on a connection", exc_info=True)
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop.set_exception_handler(_loop_error)
+        self._stop = asyncio.Event()
+        if self._stopping:
+            return
+        server = await asyncio.start_server(
+            self._connection,
+            sock=self.socket,
+            limit=HEAD_BYTES,
+            backlog=BACKLOG,
+            ssl=self.tls,
+            ssl_handshake_timeout=HEAD_SECONDS if self.tls else None,
+        )
+        try:
+            await self._stop.wait()
+        finally:
+            server.close()
+            for writer in list(self._open):
+                writer.transport.abort()
 
-    def same_origin(self, origin: str) -> bool:
-        """`origin` (a browser's Origin header) is this service, by any name it answers to."""
+    # -- connections ---------------------------------------------------------------------
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._open) >= MAX_CONNECTIONS:
+            self.metrics.count("refused", "busy")
+            writer.transport.abort()
+            return
+        self._open.add(writer)
+        self._unauthenticated[writer] = None
+        if len(self._unauthenticated) > MAX_UNAUTHENTICATED:
+            oldest, _ = self._unauthenticated.popitem(last=False)
+            self.metrics.count("refused", "busy")
+            oldest.transport.abort()
+        try:
+            while await self._exchange(reader, writer):
+                pass
+        except (OSError, asyncio.IncompleteReadError):
+            pass  # the client went away, or was cut off at a deadline: nothing to tell
+        finally:
+            self._unauthenticated.pop(writer, None)
+            self._open.discard(writer)
+            writer.transport.abort()
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Read one request and answer it; whether the connection stays open."""
+        try:
+            with self._deadline(writer, HEAD_SECONDS):
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.LimitOverrunError:
+                    raise Refused(
+                        431, "too_large", f"a request head is at most {HEAD_BYTES} bytes"
+                    ) from None
+            request = parse_head(head)
+            self.routes.authorize(request)
+            self._unauthenticated.pop(writer, None)
+            length = request.length(self.routes.body_limit(request))
+            if length:
+                with self._deadline(writer, BODY_SECONDS):
+                    request.body = await reader.readexactly(length)
+        except Refused as exc:
+            # Closed after the answer: a body left unread must not be taken for a request.
+            self.metrics.count("refused", exc.reason)
+            await self._send(writer, json_response(exc.status, {"error": str(exc)}, close=True))
+            return False
+        loop = asyncio.get_running_loop()
+        answer = await loop.run_in_executor(self._workers, self.routes.respond, request)
+        await self._send(writer, answer, request.keep_alive)
+        if answer.chunks is not None:
+            await self._stream(writer, answer.chunks)
+            return False
+        if answer.stop and self._stop is not None:
+            self._stop.set()
+        return request.keep_alive and not answer.close
+
+    async def _stream(self, writer: asyncio.StreamWriter, chunks: Iterator[bytes]) -> None:
+        """Write a streamed body as it comes. Each wait for the next chunk holds a thread
+        of its own (a stream may stay open for hours), never one of the workers."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                chunk = await loop.run_in_executor(self._streams, next, chunks, b"")
+                if not chunk:
+                    return
+                writer.write(chunk)
+                with self._deadline(writer, WRITE_SECONDS):
+                    await writer.drain()
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                await loop.run_in_executor(self._streams, close)
+
+    async def _send(
+        self, writer: asyncio.StreamWriter, answer: Response, keep_alive: bool = False
+    ) -> None:
+        writer.write(answer.wire(keep_alive))
+        with self._deadline(writer, WRITE_SECONDS):
+            await writer.drain()
+
+    @contextlib.contextmanager
+    def _deadline(self, writer: asyncio.StreamWriter, seconds: float) -> Any:
+        """Cut the connection off unless the block ends within `seconds` (the read or
+        write it waits on then fails; a timer, not a task per phase)."""
+        assert self._loop is not None
+        timer = self._loop.call_later(seconds, self._late, writer)
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _late(self, writer: asyncio.StreamWriter) -> None:
+        self.metrics.count("refused", "slow")
+        writer.transport.abort()
+
+    # -- the checks every route set makes, before a body is read ---------------------------
+    def host_of(self, request: Request) -> str:
+        """The request's Host; Refused unless it names this service (DNS rebinding)."""
+        host = request.headers.get("host", "").lower()
+        if self.check_host and host not in self.allowed_hosts:
+            raise Refused(421, "host", f"this service does not answer for host {host!r}")
+        return host
+
+    def admit(
+        self, request: Request, host: str, given: str | None, methods: tuple[str, ...]
+    ) -> None:
+        """The token (`given`, compared in constant time), then the method, then, for
+        anything but a GET, that a browser sent it from this service's own page."""
+        if given is None or not hmac.compare_digest(given.encode(), self.token):
+            raise Refused(401, "token", "a valid token is required (Authorization: Bearer)")
+        if request.method not in methods:
+            raise Refused(405, "method", f"{request.method} is not served here")
+        if request.method != "GET":
+            origin = request.headers.get("origin")
+            if origin is not None and not self.same_origin(origin, host):
+                raise Refused(403, "origin", f"cross-site request from {origin!r} refused")
+            site = request.headers.get("sec-fetch-site")
+            if site is not None and site not in ("same-origin", "none"):
+                raise Refused(403, "origin", f"cross-site request ({site}) refused")
+
+    def same_origin(self, origin: str, host: str) -> bool:
+        """`origin` (a browser's Origin header) is this service, by any name it answers to;
+        off loopback, the name the request itself was sent to (TLS vouches for it)."""
         parts = urlsplit(origin.lower())
         if parts.scheme != ("https" if self.tls else "http"):
             return False
         if self.check_host:
             return parts.netloc in self.allowed_hosts
-        return origin.lower() == self.origin.lower()
+        return bool(host) and parts.netloc == host.lower()
 
 
-class Handler(BaseHTTPRequestHandler):
-    server: GuardHTTPServer
-    protocol_version = "HTTP/1.1"
-    server_version = "dsh-circuit-breaker"
-    sys_version = ""
-    timeout = SOCKET_SECONDS
+class Routes:
+    """The endpoints, on worker threads: the request is authorized and read in full."""
 
-    def setup(self) -> None:
-        if self.server.tls is not None:  # the handshake is the client's time too
-            self.request.settimeout(SOCKET_SECONDS)
-            self.request = self.server.tls.wrap_socket(
-                self.request, server_side=True, do_handshake_on_connect=False
-            )
-            self.server.watch(self.request, REQUEST_SECONDS)
-            try:
-                self.request.do_handshake()
-            except OSError:
-                self.server.metrics.count("refused", "tls")
-                raise
-        super().setup()
+    def __init__(self, server: GuardHTTPServer) -> None:
+        self.server = server
+        self.guard = server.guard
+        self.page = _page_parts()
 
-    def finish(self) -> None:
-        self.server.watch(self.request, None)
-        with contextlib.suppress(OSError):  # the client is gone: nothing to flush to
-            super().finish()
+    def authorize(self, request: Request) -> None:
+        """Host, token and origin checks, before a body is read; Refused if one fails."""
+        host = self.server.host_of(request)
+        if request.method == "GET" and request.path == "/proof":
+            return  # proves the token to a client that will not send it to a stranger
+        given = _bearer(request.headers.get("authorization"))
+        if given is None and request.method == "GET" and request.path == "/":
+            given = _first(request.query, "token")
+        self.server.admit(request, host, given, ("GET", "POST"))
 
-    def handle_one_request(self) -> None:
-        self.server.watch(self.request, REQUEST_SECONDS)
-        super().handle_one_request()
+    def body_limit(self, request: Request) -> int:
+        return MAX_HOOK_BODY if request.path.startswith("/hook/") else MAX_API_BODY
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # one line per tool call would drown the warnings that matter
-
-    # -- methods -------------------------------------------------------------------------
-    def do_GET(self) -> None:
-        self._serve("GET")
-
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def _serve(self, method: str) -> None:
+    def respond(self, request: Request) -> Response:
         try:
-            path, query = self._authorized(method)
-            body = self._body(path) if method == "POST" else b""
-        except Refused as exc:
-            # Closed after the answer: a body left unread must not be taken for a request.
-            self.server.metrics.count("refused", exc.reason)
-            self._send_json(exc.status, {"error": str(exc)}, close=True)
-            return
-        self.server.watch(self.request, None)  # read in full: no longer the client's time
-        try:
-            self._route(method, path, query, body)
-        except OSError:
-            raise  # the client went away: nothing to answer
+            return self._route(request.method, request.path, request.query, request.body)
         except Exception as exc:  # our own bug: say so, and stay up
-            warn("dsh-circuit-breaker serve: %s %s failed", method, path, exc_info=True)
-            self._send_json(500, {"error": f"{type(exc).__name__}: {exc}"}, close=True)
+            warn(
+                "dsh-circuit-breaker serve: %s %s failed",
+                request.method,
+                request.path,
+                exc_info=True,
+            )
+            return json_response(500, {"error": f"{type(exc).__name__}: {exc}"}, close=True)
 
-    def _authorized(self, method: str) -> tuple[str, dict[str, list[str]]]:
-        parts = urlsplit(self.path)
-        query = parse_qs(parts.query)
-        host = (self.headers.get("Host") or "").lower()
-        if self.server.check_host and host not in self.server.allowed_hosts:
-            raise Refused(421, "host", f"this service does not answer for host {host!r}")
-        given = self._token_given()
-        if given is None and method == "GET" and parts.path == "/":
-            given = _first(query, "token")
-        if given is None or not hmac.compare_digest(given.encode(), self.server.token):
-            raise Refused(401, "token", "a valid token is required (Authorization: Bearer)")
-        if method == "POST":
-            origin = self.headers.get("Origin")
-            if origin is not None and not self.server.same_origin(origin):
-                raise Refused(403, "origin", f"cross-site request from {origin!r} refused")
-            site = self.headers.get("Sec-Fetch-Site")
-            if site is not None and site not in ("same-origin", "none"):
-                raise Refused(403, "origin", f"cross-site request ({site}) refused")
-        return parts.path, query
-
-    def _token_given(self) -> str | None:
-        """The token the request carries (the MCP relay's handler looks elsewhere too)."""
-        return _bearer(self.headers.get("Authorization"))
-
-    def _body(self, path: str) -> bytes:
-        if self.headers.get("Transfer-Encoding"):
-            raise Refused(411, "length", "send the body with a Content-Length")
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            raise Refused(400, "length", "Content-Length is not a number") from None
-        limit = MAX_HOOK_BODY if path.startswith("/hook/") else MAX_API_BODY
-        if not 0 <= length <= limit:
-            raise Refused(413, "too_large", f"a body here is at most {limit} bytes")
-        data = self.rfile.read(length)
-        if len(data) != length:
-            raise Refused(400, "length", "the body ended before its Content-Length")
-        return data
-
-    def _route(self, method: str, path: str, query: dict[str, list[str]], body: bytes) -> None:
-        guard = self.server.guard
+    def _route(self, method: str, path: str, query: dict[str, list[str]], body: bytes) -> Response:
+        guard = self.guard
         if method == "POST" and path.startswith("/hook/"):
-            self._hook(path[len("/hook/") :], body)
-        elif method == "GET" and path == "/":
-            self._page()
-        elif method == "GET" and path == "/healthz":
-            self._send_json(200, {"ok": True, "version": __version__, "pid": os.getpid()})
-        elif method == "GET" and path == "/metrics":
+            return self._hook(path[len("/hook/") :], body)
+        if method == "GET" and path == "/":
+            return self._page()
+        if method == "GET" and path == "/healthz":
+            return json_response(200, {"ok": True, "version": __version__, "pid": os.getpid()})
+        if method == "GET" and path == "/proof":
+            return self._proof(_first(query, "nonce") or "")
+        if method == "POST" and path == "/api/shutdown":
+            answer = json_response(200, {"stopping": True, "pid": os.getpid()}, close=True)
+            answer.stop = True
+            return answer
+        if method == "GET" and path == "/metrics":
             text = self.server.metrics.render(self._agents_tracked)
-            self._send(200, text.encode(), CONTENT_TYPE)
-        elif method == "GET" and path == "/api/agents":
-            self._store_json(guard.agents)
-        elif method == "GET" and path == "/api/incidents":
+            return Response(200, text.encode(), CONTENT_TYPE)
+        if method == "GET" and path == "/api/agents":
+            return _store_json(guard.agents)
+        if method == "GET" and path == "/api/incidents":
             after = _first(query, "after")
             offset = int(after) if after is not None and after.isdigit() else None
-            self._send_json(200, guard.incidents(offset))
-        elif path.startswith("/api/agents/"):
-            self._agent(method, path[len("/api/agents/") :])
-        else:
-            self._send_json(404, {"error": f"no {method} {path}"})
+            return json_response(200, guard.incidents(offset))
+        if path.startswith("/api/agents/"):
+            return self._agent(method, path[len("/api/agents/") :])
+        return json_response(404, {"error": f"no {method} {path}"})
 
-    def _hook(self, name: str, body: bytes) -> None:
+    def _hook(self, name: str, body: bytes) -> Response:
         if name not in HARNESSES:
-            self._send_json(404, {"error": f"unknown harness {name!r}; known: {list(HARNESSES)}"})
-            return
-        answer = self.server.guard.hook(name, body)
+            return json_response(
+                404, {"error": f"unknown harness {name!r}; known: {list(HARNESSES)}"}
+            )
+        answer = self.guard.hook(name, body)
         if answer.warning:
             warn("dsh-circuit-breaker serve: %s", answer.warning)
-        self._send(200, answer.body, "application/json" if answer.body else None)
+        return Response(200, answer.body, "application/json" if answer.body else None)
 
-    def _agent(self, method: str, rest: str) -> None:
-        guard = self.server.guard
+    def _agent(self, method: str, rest: str) -> Response:
+        guard = self.guard
         if method == "POST" and rest.endswith("/reset"):
             agent = unquote(rest[: -len("/reset")])
-            self._store_json(lambda: guard.reset(agent), f"no agent {agent!r} in the store")
-        elif method == "GET" and "/" not in rest:
+            return _store_json(lambda: guard.reset(agent), f"no agent {agent!r} in the store")
+        if method == "GET" and "/" not in rest:
             agent = unquote(rest)
-            self._store_json(lambda: guard.agent(agent))
-        else:
-            self._send_json(404, {"error": f"no {method} /api/agents/{rest}"})
+            return _store_json(lambda: guard.agent(agent))
+        return json_response(404, {"error": f"no {method} /api/agents/{rest}"})
 
-    def _store_json(self, read: Any, missing: str = "") -> None:
-        try:
-            found = read()
-        except StoreUnavailable as exc:
-            self._send_json(503, {"error": f"state store unavailable: {exc}"})
-            return
-        if found is None:
-            self._send_json(404, {"error": missing})
-        else:
-            self._send_json(200, found)
+    def _proof(self, nonce: str) -> Response:
+        if not 2 <= len(nonce) <= 128 or not all(c in "0123456789abcdef" for c in nonce):
+            return json_response(400, {"error": "nonce: 2 to 128 lowercase hex digits"})
+        token = self.server.token.decode()
+        return json_response(200, {"proof": proof(token, self.server.port, nonce)})
 
     def _agents_tracked(self) -> int | None:
         try:
-            return sum(1 for _ in self.server.guard.store.agents())
+            return sum(1 for _ in self.guard.store.agents())
         except StoreUnavailable:
             return None
 
-    def _page(self) -> None:
+    def _page(self) -> Response:
         nonce = secrets.token_urlsafe(16)
-        head, script = self.server.page
+        head, script = self.page
         html = head.replace("{{nonce}}", nonce).replace("{{script}}", script)
         policy = (
             f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
             "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
             "frame-ancestors 'none'"
         )
-        self._send(200, html.encode(), "text/html; charset=utf-8", policy=policy)
+        return Response(
+            200,
+            html.encode(),
+            "text/html; charset=utf-8",
+            extra=(("Content-Security-Policy", policy),),
+        )
 
-    # -- responses -----------------------------------------------------------------------
-    def _send_json(self, status: int, payload: Any, *, close: bool = False) -> None:
-        data = json.dumps(payload, separators=(",", ":")).encode()
-        self._send(status, data, "application/json", close=close)
 
-    def _send(
-        self,
-        status: int,
-        data: bytes,
-        content_type: str | None,
-        *,
-        close: bool = False,
-        policy: str | None = None,
-    ) -> None:
-        self.send_response(status)
-        if content_type:
-            self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in SECURITY_HEADERS:
-            self.send_header(name, value)
-        if policy:
-            self.send_header("Content-Security-Policy", policy)
-        if status == 401:
-            self.send_header("WWW-Authenticate", 'Bearer realm="dsh-circuit-breaker"')
-        if close:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        self.wfile.write(data)
+def _store_json(read: Any, missing: str = "") -> Response:
+    try:
+        found = read()
+    except StoreUnavailable as exc:
+        return json_response(503, {"error": f"state store unavailable: {exc}"})
+    if found is None:
+        return json_response(404, {"error": missing})
+    return json_response(200, found)
+
+
+def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    if isinstance(context.get("exception"), OSError):
+        return  # a client that went away or failed its TLS handshake: nothing to tell
+    warn("dsh-circuit-breaker serve: %s (%r)", context.get("message"), context.get("exception"))
 
 
 def _first(query: dict[str, list[str]], name: str) -> str | None:

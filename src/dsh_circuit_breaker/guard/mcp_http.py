@@ -9,12 +9,15 @@ one `tools/call` is judged (`mcp.Session`); a refused one never reaches the serv
 answered `200 application/json` with the refusal in the request's version (its `_meta`
 envelope's, else its `MCP-Protocol-Version` header's).
 
-The security checks are `serve --http`'s own (`http.Handler._authorized`): the token
+The wire and the checks are `serve --http`'s own (`http.GuardHTTPServer`, with the
+relay's `McpRoutes`): bounded heads, a deadline per phase, and the token
 (`token.resolve`: `--token`, `$DSH_CIRCUIT_BREAKER_TOKEN`, else the state directory's
 token file), `Host` naming this relay, a browser's `Origin` this relay; loopback only
 unless `--allow-remote` with TLS. The token comes in `Dsh-Circuit-Breaker-Token`, or as
 `Authorization: Bearer` when the server itself needs no `Authorization` (then that header
-is the relay's and is not passed on).
+is the relay's and is not passed on). A body is at most 16 MiB (413 past it, like any
+body `serve --http` will not read); a streamed answer (SSE, the GET stream) is passed on as
+it comes, on a thread of its own.
 
 Agents: a conversation id in `_meta`, `--agent-id`, else the client's name and its
 `Mcp-Session-Id` (a digest of it: a session id is a credential); a 2026-07-28 client has
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import json
 import sys
 import threading
 from collections import OrderedDict
@@ -32,9 +36,10 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from ..cjson import loads
-from .http import GuardHTTPServer, Handler, Refused, _bearer
+from .http import GuardHTTPServer, Response, _bearer
 from .mcp import MAX_JUDGED_LINE, META_VERSION, Connection, McpGuard, Session, say
 from .metrics import Metrics
+from .wire import SECURITY_HEADERS, Request
 
 TOKEN_HEADER = "Dsh-Circuit-Breaker-Token"
 # Not passed on: hop-by-hop (RFC 9110 7.6.1), recomputed, or the relay's own.
@@ -57,6 +62,8 @@ DROPPED = frozenset(
         TOKEN_HEADER.lower(),
     )
 )
+# What the relay's own answer carries already (wire.response writes them).
+OURS = frozenset(["content-type", "server", "date", *(n.lower() for n, _ in SECURITY_HEADERS)])
 CHUNK = 64 * 1024
 SESSIONS = 10_000  # sessions whose client name is remembered (least recent dropped)
 
@@ -99,12 +106,13 @@ class HttpRelay:
                 self._sessions.move_to_end(key)
             return found
 
-    def judge(self, message: Any, headers: Any) -> bytes | None:
-        """The refusal to answer one POSTed message with, or None to pass it on."""
+    def judge(self, message: Any, headers: dict[str, str]) -> bytes | None:
+        """The refusal to answer one POSTed message with, or None to pass it on
+        (`headers`: the request's, their names in lower case)."""
         if not isinstance(message, dict) or message.get("method") != "tools/call":
             return None
-        connection = self.connection(headers.get("Mcp-Session-Id"))
-        header_version = headers.get("MCP-Protocol-Version")
+        connection = self.connection(headers.get("mcp-session-id"))
+        header_version = headers.get("mcp-protocol-version")
         params = message.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
         if header_version and not (isinstance(meta, dict) and META_VERSION in meta):
@@ -121,145 +129,96 @@ class HttpRelay:
         connection.id = key  # the session, not a random id, is this connection
 
 
-class McpHTTPServer(GuardHTTPServer):
-    """`serve --http`'s server (its connection limit, deadlines and checks), with the
-    relay's handler."""
+class McpRoutes:
+    """The relay's endpoints on `serve --http`'s server (its wire limits, deadlines,
+    connection bounds and checks): every request is authorized and read in full first."""
 
-    def __init__(
-        self,
-        address: tuple[str, int],
-        relay: HttpRelay,
-        token: str,
-        *,
-        tls: Any = None,
-        check_host: bool = True,
-    ) -> None:
-        # GuardHTTPServer reads only `.metrics` from its guard; the relay has one.
-        super().__init__(address, cast(Any, relay), token, tls=tls, check_host=check_host)
-        self.relay = relay
+    def __init__(self, server: GuardHTTPServer) -> None:
+        self.server = server
+        self.relay: HttpRelay = cast(Any, server.guard)
 
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        McpHandler(request, client_address, self)
+    def authorize(self, request: Request) -> None:
+        host = self.server.host_of(request)
+        given = request.headers.get(TOKEN_HEADER.lower())
+        given = given.strip() if given else _bearer(request.headers.get("authorization"))
+        # DELETE ends a session: a browser may not send it cross-site, as a POST.
+        self.server.admit(request, host, given, ("GET", "POST", "DELETE"))
 
+    def body_limit(self, request: Request) -> int:
+        return MAX_JUDGED_LINE
 
-class McpHandler(Handler):
-    server: McpHTTPServer
-
-    def do_DELETE(self) -> None:
-        self._serve("DELETE")
-
-    def _token_given(self) -> str | None:
-        own = self.headers.get(TOKEN_HEADER)
-        return own.strip() if own else super()._token_given()
-
-    def _serve(self, method: str) -> None:
+    def respond(self, request: Request) -> Response:
         try:
-            # DELETE ends a session: a browser may not send it cross-site, as a POST.
-            self._authorized("POST" if method == "DELETE" else method)
-            length = self._length() if method != "GET" else 0
-        except Refused as exc:
-            self.server.metrics.count("refused", exc.reason)
-            self._send_json(exc.status, {"error": str(exc)}, close=True)
-            return
-        try:
-            self._relay(method, length)
-        except OSError:
-            self.close_connection = True  # either side went away: nothing to answer
-        except Exception as exc:  # our own bug: say so, and stay up
-            say(f"{method}: {type(exc).__name__}: {exc}")
-            self._send_json(502, {"error": f"{type(exc).__name__}: {exc}"}, close=True)
-
-    def _length(self) -> int:
-        if self.headers.get("Transfer-Encoding"):
-            raise Refused(411, "length", "send the body with a Content-Length")
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            raise Refused(400, "length", "Content-Length is not a number") from None
-        if length < 0:
-            raise Refused(400, "length", "Content-Length is negative")
-        return length
-
-    def _relay(self, method: str, length: int) -> None:
-        relay = self.server.relay
-        body: Any = None
-        message = None
-        if length <= MAX_JUDGED_LINE:
-            body = self.rfile.read(length) if method != "GET" else None
-            if body is not None and len(body) != length:
-                raise OSError("the body ended before its Content-Length")
-            self.server.watch(self.request, None)  # read in full: no longer the client's time
-            message = _parsed(body) if method == "POST" else None
-            answer = self._judged(message)
+            message = _parsed(request.body) if request.method == "POST" else None
+            answer = self._judged(message, request.headers)
             if answer is not None:
-                self._send(200, answer, "application/json")
-                return
-        else:  # passed on as it is read, unjudged
-            self.server.watch(self.request, None)
-            say(f"a body of {length} bytes is longer than {MAX_JUDGED_LINE}: passed on unjudged")
-            body = _Body(self.rfile, length)
-        upstream = relay.connect()
-        try:
-            upstream.request(method, relay.path, body=body, headers=self._upstream_headers(length))
-            response = upstream.getresponse()
-            relay.initialized(message, response.getheader("Mcp-Session-Id"))
-            self._answer(response)
-        finally:
-            upstream.close()
+                return Response(200, answer, "application/json")
+            return self._relayed(request, message)
+        except OSError as exc:
+            say(f"{request.method}: the server cannot be reached: {exc}")
+            return Response(
+                502, b'{"error":"the MCP server cannot be reached"}', "application/json"
+            )
+        except Exception as exc:  # our own bug: say so, and stay up
+            say(f"{request.method}: {type(exc).__name__}: {exc}")
+            data = json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode()
+            return Response(502, data, "application/json", close=True)
 
-    def _judged(self, message: Any) -> bytes | None:
+    def _judged(self, message: Any, headers: dict[str, str]) -> bytes | None:
         try:
-            return self.server.relay.judge(message, self.headers)
+            return self.relay.judge(message, headers)
         except Exception as exc:  # fail open
             say(f"{type(exc).__name__}: {exc}; message passed on unjudged")
             return None
 
-    def _upstream_headers(self, length: int) -> dict[str, str]:
+    def _relayed(self, request: Request, message: Any) -> Response:
+        relay = self.relay
+        upstream = relay.connect()
+        body = request.body if request.method != "GET" else None
+        try:
+            upstream.request(
+                request.method, relay.path, body=body, headers=self._upstream_headers(request)
+            )
+            answer = upstream.getresponse()
+        except BaseException:
+            upstream.close()
+            raise
+        relay.initialized(message, answer.getheader("Mcp-Session-Id"))
+        headers = tuple(
+            (name, value)
+            for name, value in answer.getheaders()
+            if name.lower() not in DROPPED and name.lower() not in OURS
+        )
+        kind = answer.getheader("Content-Type")
+        if answer.getheader("Content-Length") is not None:
+            try:
+                return Response(answer.status, answer.read(), kind, extra=headers)
+            finally:
+                upstream.close()
+        return Response(answer.status, b"", kind, extra=headers, chunks=_stream(upstream, answer))
+
+    def _upstream_headers(self, request: Request) -> dict[str, str]:
         token = self.server.token.decode()
         headers = {}
-        for name, value in self.headers.items():
-            lower = name.lower()
-            if lower in DROPPED:
+        for name, value in request.headers.items():
+            if name in DROPPED:
                 continue
-            if lower == "authorization" and _bearer(value) == token:
+            if name == "authorization" and _bearer(value) == token:
                 continue  # the relay's token, not the server's credentials
             headers[name] = value
-        headers["Host"] = self.server.relay.netloc
-        if self.command != "GET":
-            headers["Content-Length"] = str(length)
+        headers["host"] = self.relay.netloc
+        if request.method != "GET":
+            headers["content-length"] = str(len(request.body))
         return headers
 
-    def _answer(self, response: http.client.HTTPResponse) -> None:
-        self.send_response_only(response.status, response.reason)
-        for name, value in response.getheaders():
-            if name.lower() not in DROPPED:
-                self.send_header(name, value)
-        length = response.getheader("Content-Length")
-        if length is not None:
-            self.send_header("Content-Length", length)
-        else:  # a stream (SSE): it ends when the server ends it
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        while chunk := response.read1(CHUNK):
-            self.wfile.write(chunk)
 
-
-class _Body:
-    """A request body of `length` bytes, read as http.client sends it."""
-
-    def __init__(self, stream: Any, length: int) -> None:
-        self.stream = stream
-        self.left = length
-
-    def read(self, size: int = CHUNK) -> bytes:
-        if self.left <= 0:
-            return b""
-        data: bytes = self.stream.read(min(size, self.left, CHUNK))
-        if not data:
-            raise OSError("the body ended before its Content-Length")
-        self.left -= len(data)
-        return data
+def _stream(upstream: http.client.HTTPConnection, answer: http.client.HTTPResponse) -> Any:
+    """The upstream's body as it comes (an SSE stream ends when the server ends it)."""
+    try:
+        while chunk := answer.read1(CHUNK):
+            yield chunk
+    finally:
+        upstream.close()
 
 
 def _parsed(body: bytes | None) -> Any:
@@ -287,14 +246,16 @@ def serve(args: Any) -> int:
         token = tokens.resolve(args.token)
         guard = McpGuard(args.config, args.state, _server_name(args.name))
         relay = HttpRelay(guard, args.upstream, args.agent_id)
-        server = McpHTTPServer((host, port), relay, token, tls=tls, check_host=loopback)
+        server = GuardHTTPServer(
+            (host, port), cast(Any, relay), token, tls=tls, check_host=loopback, routes=McpRoutes
+        )
     except (ConfigError, ValueError, OSError, ssl.SSLError) as exc:
         say(str(exc))
         return 2
     print(f"dsh-circuit-breaker mcp: relaying {server.origin} to {args.upstream}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     try:
-        server.serve_forever(poll_interval=0.5)
+        server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:

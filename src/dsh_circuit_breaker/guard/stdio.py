@@ -100,7 +100,11 @@ class GuardServer:
         if reply is None:
             return None
         if isinstance(request, dict) and "id" in request:
-            reply["id"] = request["id"]
+            if _strict(request["id"]):
+                reply["id"] = request["id"]
+            else:
+                self._warn_once("a request id out of JSON's number range; not echoed")
+                reply["error"] = "the request's id is out of JSON's number range"
         return reply
 
     def oversized(self, tail: bytes) -> Reply:
@@ -233,6 +237,17 @@ def _skip_line(stdin: BinaryIO, start: bytes) -> bytes:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _strict(value: Any) -> bool:
+    """`value` can be written as strict JSON: `1e999` parses, as infinity, and cannot."""
+    if isinstance(value, (int, str)):
+        return True
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        return False
+    return True
 
 
 def run(config_json: str | None, state: str | None) -> int:

@@ -73,6 +73,18 @@ class Prompt:
         self.agent = agent
 
 
+def subagent_key(parent: str, sub: str) -> str:
+    """`parent/sub`, each part with `%` and `/` escaped: session `a/b` must not be taken
+    for subagent `b` of session `a` (ids without either, UUIDs, stay as they are)."""
+    return f"{escaped_id(parent)}/{escaped_id(sub)}"
+
+
+def escaped_id(part: str) -> str:
+    if "/" not in part and "%" not in part:
+        return part
+    return part.replace("%", "%25").replace("/", "%2F")
+
+
 def load(name: str) -> Any:
     """The module of a command-hook harness; `Malformed` for an unknown name."""
     module_name = HARNESSES.get(name)

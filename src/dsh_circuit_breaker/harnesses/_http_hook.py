@@ -28,6 +28,7 @@ import argparse
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,14 @@ def doctor(harness: Any, report: _doctor.Report, path: Path, settings: dict[str,
 def _probe(report: _doctor.Report, harness: Any, url: str, token: str) -> None:
     import uuid
 
+    from .. import listener
+
+    parts = urllib.parse.urlsplit(url)
+    try:  # the token and the probe go only to our own guard
+        listener.verify(f"{parts.scheme}://{parts.netloc}", token)
+    except listener.NotOurs as exc:
+        report.problem(str(exc), _FIX)
+        return
     session = f"dsh-circuit-breaker-doctor-{uuid.uuid4().hex[:12]}"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     for event in harness.probe_events(session):

@@ -8,7 +8,7 @@ whose `PreToolUse` cannot end the agent answers with `deny_only` in place of `an
 
 from __future__ import annotations
 
-from . import Call, Malformed, Prompt
+from . import Call, Malformed, Prompt, escaped_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ def session_of(event: dict[str, Any], name: str) -> str:
     session = event.get("session_id")
     if not isinstance(session, str) or not session:
         raise Malformed(f"{name} event has no session_id")
-    return session
+    return escaped_id(session)
 
 
 def agent_key(event: dict[str, Any], name: str = "PreToolUse") -> str:
@@ -32,7 +32,7 @@ def agent_key(event: dict[str, Any], name: str = "PreToolUse") -> str:
     session = session_of(event, name)
     sub = event.get("agent_id")
     if isinstance(sub, str) and sub:
-        return f"{session}/{sub}"
+        return f"{session}/{escaped_id(sub)}"
     return session
 
 

@@ -13,7 +13,7 @@ name, and a subagent's events carry `agentId`, `agentType` and `parentAgentId` (
 
 from __future__ import annotations
 
-from . import Call, Malformed, Prompt
+from . import Call, Malformed, Prompt, escaped_id, subagent_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,10 +47,10 @@ def agent_key(event: dict[str, Any]) -> str:
         raise Malformed("Copilot hook event has no sessionId")
     sub = event.get("agentId")
     if not isinstance(sub, str) or not sub:
-        return session
+        return escaped_id(session)
     parent = event.get("parentAgentId")
     parent = parent if isinstance(parent, str) and parent else session
-    return sub if parent == sub else f"{parent}/{sub}"
+    return escaped_id(sub) if parent == sub else subagent_key(parent, sub)
 
 
 def parse(event: dict[str, Any]) -> Call | Prompt | None:

@@ -9,8 +9,12 @@
 //
 // Failure policy: a guard that is missing, dies, or does not answer within `timeoutMs`
 // never blocks the agent: the call is allowed and a warning goes to the harness's log.
-// The guard is restarted once per runtime; after that, calls are allowed unchecked. A
-// bad config is the one loud failure: `startGuard` throws `ConfigFailure` naming the key.
+// `timeoutMs` defaults to the guard's own `storeTimeout` plus a margin, so a store that
+// is slow (a SQLite lock held by another process) is waited for, not taken for a dead
+// guard; a guard that misses one answer is kept (its late answer proves it alive), one
+// that stays silent through a second is hung. A guard that died or hung is restarted
+// once per runtime; after that, calls are allowed unchecked. A bad config is the one
+// loud failure: `startGuard` throws `ConfigFailure` naming the key.
 import { spawn } from 'node:child_process';
 import { appendFileSync, existsSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
@@ -19,6 +23,8 @@ import { fileURLToPath } from 'node:url';
 // Keys the client reads itself; every other key is the breaker's, validated in Python.
 export const OWN_KEYS = ['python', 'timeoutMs', 'startTimeoutMs', 'state'];
 const DEFAULT_TIMEOUT_MS = 1000;
+// Over the guard's storeTimeout: Python's own answer after a store's full budget.
+const TIMEOUT_MARGIN_MS = 1000;
 const DEFAULT_START_TIMEOUT_MS = 10000;
 const UNCHECKED_REPORT_EVERY = 100;
 
@@ -43,7 +49,7 @@ export async function startGuard({ config, logger, python, pluginFile, label = '
   const guard = new Guard({
     python: findPython(options, python),
     hello: { ...hello, op: 'hello', config: breakerConfig, state: options.state ?? null },
-    timeoutMs: positive(options.timeoutMs, 'timeoutMs', DEFAULT_TIMEOUT_MS, label),
+    timeoutMs: positive(options.timeoutMs, 'timeoutMs', undefined, label),
     startTimeoutMs: positive(options.startTimeoutMs, 'startTimeoutMs', DEFAULT_START_TIMEOUT_MS, label),
     logger,
     pluginFile,
@@ -183,7 +189,9 @@ export class Guard {
     this.python = python;
     this.pluginFile = pluginFile ?? fileURLToPath(import.meta.url);
     this.hello = hello;
-    this.timeoutMs = timeoutMs;
+    this.ownTimeout = timeoutMs; // undefined: follow the guard's storeTimeout
+    this.timeoutMs = timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.silent = false; // a request timed out and no reply has come since
     this.startTimeoutMs = startTimeoutMs;
     this.logger = logger;
     this.child = null;
@@ -247,6 +255,10 @@ export class Guard {
         result = { ok: false, failure: why };
       } else if (reply.ok === true) {
         result = { ok: true, config: reply.config };
+        const store = reply.config?.storeTimeout;
+        if (this.ownTimeout === undefined && typeof store === 'number' && store > 0) {
+          this.timeoutMs = Math.max(DEFAULT_TIMEOUT_MS, store * 1000 + TIMEOUT_MARGIN_MS);
+        }
       } else {
         result = { ok: false, configError: String(reply.error ?? 'the guard rejected its config') };
       }
@@ -276,6 +288,7 @@ export class Guard {
     const child = this.child;
     this.child = null;
     this.ready = null;
+    this.silent = false;
     for (const [, waiter] of this.pending) waiter(undefined);
     this.pending.clear();
     if (child !== null) {
@@ -313,8 +326,17 @@ export class Guard {
       // Arguments JSON cannot carry (a cycle, a BigInt): the breaker could not judge them.
       return undefined;
     }
+    if (reply === undefined && child === this.child && !this.silent) {
+      // Late, not necessarily dead: this call goes unchecked, the guard stays.
+      this.silent = true;
+      this.logger.warn(
+        'dsh-circuit-breaker: guard did not answer within %d ms; the call is allowed, the guard is kept',
+        this.timeoutMs,
+      );
+      return this.uncheckedCall(true);
+    }
     if (reply === undefined) {
-      this.trouble(`guard did not answer within ${this.timeoutMs} ms`, child);
+      this.trouble(`guard did not answer within ${this.timeoutMs} ms, twice in a row`, child);
       return this.uncheckedCall(true);
     }
     if (reply.allowed !== false || typeof reply.message !== 'string') return undefined;
@@ -368,6 +390,7 @@ export class Guard {
     } catch {
       return;
     }
+    this.silent = false; // any reply, even a late one, shows the guard is alive
     const waiter = this.pending.get(reply?.id);
     if (waiter === undefined) return; // late reply after a timeout
     this.pending.delete(reply.id);

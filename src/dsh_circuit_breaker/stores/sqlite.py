@@ -88,6 +88,7 @@ class SQLiteStore:
         self.timeout = config.store_timeout
         self.expiry = config.idle_expiry_seconds
         self._db: sqlite3.Connection | None = None
+        self._file = (0, 0)  # (st_dev, st_ino) of the file `_db` has open
         # One connection per store; threads of one process take turns on it (SQLite's
         # file lock orders processes, this lock orders threads within one).
         self._lock = _thread.allocate_lock()  # `threading` costs a hook process an import
@@ -162,7 +163,17 @@ class SQLiteStore:
     # -- opening -----------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
         if self._db is not None:
-            return self._db
+            # A long-lived process (the guard) must notice a file removed or replaced
+            # under it: hooks would count in the new file while it kept the old one.
+            try:
+                info = os.stat(self.path)
+                same = (info.st_dev, info.st_ino) == self._file
+            except OSError:
+                same = False
+            if same:
+                return self._db
+            self._db.close()
+            self._db = None
         try:
             _open_private(self.path)
         except Unsafe as exc:
@@ -200,6 +211,8 @@ class SQLiteStore:
                 raise
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"sqlite {self.path}: {exc}") from exc
+        info = os.stat(self.path)
+        self._file = (info.st_dev, info.st_ino)
         self._db = db
         return db
 
