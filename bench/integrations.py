@@ -1,6 +1,6 @@
 """What each framework integration adds to a tool call, inside the real framework.
 
-    .venv/bin/python bench/integrations.py [--calls 200] [--rounds 5]
+    .venv/bin/python bench/integrations.py [--calls 200] [--rounds 5] [--only langgraph,agno]
 
 For each framework, one agent with a scripted model makes `--calls` tool calls, each a
 new one (`search(query=<n>)`, so every call is checked and recorded and none is refused),
@@ -95,6 +95,43 @@ def langchain(calls: int) -> Runner:
         middleware = [CircuitBreakerMiddleware()] if with_breaker else []
         agent = create_agent(Scripted(), [search], middleware=middleware)
         agent.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": 4 * calls + 20})
+
+    return run
+
+
+def langgraph(calls: int) -> Runner:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    from dsh_circuit_breaker.integrations.langgraph import CircuitBreakerToolWrapper, after_tools
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        n = sum(isinstance(m, ToolMessage) for m in state["messages"])
+        if n < calls:
+            tc = [{"name": "search", "args": {"query": str(n)}, "id": f"c{n}"}]
+            return {"messages": [AIMessage(content="", tool_calls=tc)]}
+        return {"messages": [AIMessage(content="done")]}
+
+    @tool
+    def search(query: str) -> str:
+        """Search."""
+        return "r"
+
+    def run(with_breaker: bool) -> None:
+        graph = StateGraph(MessagesState)
+        graph.add_node("agent", agent)
+        graph.add_edge(START, "agent")
+        graph.add_conditional_edges("agent", tools_condition)
+        if with_breaker:
+            graph.add_node("tools", CircuitBreakerToolWrapper().tool_node([search]))
+            graph.add_conditional_edges("tools", after_tools("agent"))
+        else:
+            graph.add_node("tools", ToolNode([search]))
+            graph.add_edge("tools", "agent")
+        app = graph.compile()
+        app.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": 4 * calls + 20})
 
     return run
 
@@ -249,6 +286,7 @@ def claude_hook(calls: int) -> tuple[float, float]:
 FRAMEWORKS: dict[str, Callable[[int], Runner]] = {
     "pydantic-ai": pydantic_ai,
     "langchain": langchain,
+    "langgraph": langgraph,
     "openai-agents": openai_agents,
     "strands": strands,
     "google-adk": google_adk,
@@ -262,14 +300,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--only", help="comma-separated framework names (default: all)")
     args = parser.parse_args()
+    chosen = args.only.split(",") if args.only else list(FRAMEWORKS)
     print(f"{args.calls} new tool calls per run, {args.rounds} rounds; per tool call:")
     print(
         f"{'framework':<15}{'baseline ms':>13}{'breaker ms':>12}{'ratio':>8}"
         f"{'added us':>10}{'median ratio':>14}"
     )
-    for name, build in FRAMEWORKS.items():
-        run = build(args.calls)
+    for name in chosen:
+        run = FRAMEWORKS[name](args.calls)
         run(True)  # warm up imports and caches for both
         run(False)
         base: list[float] = []
@@ -285,6 +325,8 @@ def main() -> None:
             f"{name:<15}{b * 1e3:>13.3f}{g * 1e3:>12.3f}{g / b:>8.3f}"
             f"{(g - b) * 1e6:>10.1f}{median_ratio:>14.3f}"
         )
+    if args.only:
+        return
     hook, noop = claude_hook(10_000)
     print(
         f"claude-agent-sdk PreToolUse callback alone: {hook:.1f} us per call "

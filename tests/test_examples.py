@@ -100,6 +100,7 @@ class Example:
 PROBE = [("Bash", {"command": "echo cbprobe4", "description": f"step {n}"}) for n in range(10)]
 RUNS = {
     "langchain_example.py": Example("langchain", ANTHROPIC, [SEARCH] * 10, "3 results"),
+    "langgraph_example.py": Example("langgraph", ANTHROPIC, [SEARCH] * 10, "3 results"),
     "openai_agents_example.py": Example("agents", OPENAI, [SEARCH] * 10, "3 results"),
     "pydantic_ai_example.py": Example("pydantic_ai", GEMINI, [SEARCH] * 10, "3 results"),
     "strands_example.py": Example("strands", ANTHROPIC, [SEARCH] * 10, "3 results"),
