@@ -263,6 +263,56 @@ def google_adk(calls: int) -> Runner:
     return run
 
 
+def agno(calls: int) -> Runner:
+    from agno.agent import Agent
+    from agno.models.base import Model
+    from agno.models.response import ModelResponse
+
+    from dsh_circuit_breaker.integrations.agno import CircuitBreakerToolHook
+
+    class Scripted(Model):  # type: ignore[misc]
+        def _answer(self, messages: Any) -> ModelResponse:
+            n = sum(m.role == "tool" for m in messages)
+            if n < calls:
+                call = {"name": "search", "arguments": json.dumps({"query": str(n)})}
+                return ModelResponse(
+                    role="assistant",
+                    tool_calls=[{"id": f"c{n}", "type": "function", "function": call}],
+                )
+            return ModelResponse(role="assistant", content="done")
+
+        def invoke(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            return self._answer(messages)
+
+        async def ainvoke(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            return self._answer(messages)
+
+        def invoke_stream(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+        async def ainvoke_stream(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+        def _parse_provider_response(self, response: Any, **kwargs: Any) -> ModelResponse:
+            return response  # type: ignore[no-any-return]
+
+        def _parse_provider_response_delta(self, response: Any) -> ModelResponse:
+            return response  # type: ignore[no-any-return]
+
+    def search(query: str) -> str:
+        """Search."""
+        return "r"
+
+    def run(with_breaker: bool) -> None:
+        hooks = [CircuitBreakerToolHook()] if with_breaker else None
+        agent = Agent(
+            model=Scripted(id="scripted"), tools=[search], tool_hooks=hooks, telemetry=False
+        )
+        agent.run("go")
+
+    return run
+
+
 def claude_hook(calls: int) -> tuple[float, float]:
     """Microseconds per awaited hook call: the breaker's PreToolUse callback, and a no-op."""
     from dsh_circuit_breaker.integrations.claude_agent_sdk import ClaudeCircuitBreaker
@@ -290,6 +340,7 @@ FRAMEWORKS: dict[str, Callable[[int], Runner]] = {
     "openai-agents": openai_agents,
     "strands": strands,
     "google-adk": google_adk,
+    "agno": agno,
 }
 
 

@@ -234,8 +234,9 @@ def check_wire_stop(server: ScriptedServer, error_flag: bool, tag: str = "loop")
     assert server.errors == []
 
 
-def wire_searching(results_of: ResultsOf) -> Any:
-    """A different web search each time until one is refused; then it answers."""
+def wire_searching(results_of: ResultsOf, tag: str = "s") -> Any:
+    """A different web search each time, call `<tag>-<n>`, until one is refused; then it
+    answers."""
 
     def respond(body: dict[str, Any]) -> Any:
         results = results_of(body)
@@ -244,16 +245,18 @@ def wire_searching(results_of: ResultsOf) -> Any:
         if results and is_refusal(results[-1].text):
             return DONE_SEARCHING
         n = len(results)
-        return tool_call("web_search", {"query": f"topic {n}"}, f"s-{n}")
+        return tool_call("web_search", {"query": f"topic {n}"}, f"{tag}-{n}")
 
     return respond
 
 
-def check_wire_budget(server: ScriptedServer, budget_text: str, error_flag: bool) -> None:
+def check_wire_budget(
+    server: ScriptedServer, budget_text: str, error_flag: bool, tag: str = "s"
+) -> None:
     """A web_search budget of BUDGET on the wire: the first BUDGET searches' results came
     back from the tool, the next one's is the budget text, and the model then finished."""
     sent = server.tool_results()
-    assert [r.call_id for r in sent] == [f"s-{n}" for n in range(BUDGET + 1)]
+    assert [r.call_id for r in sent] == [f"{tag}-{n}" for n in range(BUDGET + 1)]
     assert [r.text for r in sent[:BUDGET]] == [f"results for topic {n}" for n in range(BUDGET)]
     assert sent[-1].text == budget_text
     assert [r.is_error for r in sent] == [False] * BUDGET + [error_flag]

@@ -20,8 +20,6 @@ model again.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,7 +31,7 @@ from langgraph.types import Command
 
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
-from ._common import acheck, areset, make_breaker, safe_reset, warn_allowed
+from ._common import RecentAgents, acheck, areset, make_breaker, safe_reset, warn_allowed
 
 ToolResult = ToolMessage | Command[Any]
 AgentIdFunc = Callable[[ToolCallRequest], str]
@@ -92,24 +90,15 @@ class CircuitBreakerToolWrapper:
     ) -> None:
         self.breaker = make_breaker(breaker, config)
         self.agent_id = agent_id or self._default_id
-        # The ids default_agent_id made per prompt, least recently active first.
-        self._per_prompt = agent_id is None and self.breaker.config.reset_on_user_prompt
-        self._recent: OrderedDict[str, None] = OrderedDict()
-        self._lock = threading.Lock()
+        per_prompt = agent_id is None and self.breaker.config.reset_on_user_prompt
+        self._recent = RecentAgents(KEEP_PROMPTS) if per_prompt else None
 
     def _default_id(self, request: ToolCallRequest) -> str:
         return default_agent_id(request, per_prompt=self.breaker.config.reset_on_user_prompt)
 
     def _touch(self, agent: str) -> str | None:
         """Mark `agent` active; the per-prompt id to drop, if one fell out of KEEP_PROMPTS."""
-        if not self._per_prompt:
-            return None
-        with self._lock:
-            self._recent[agent] = None
-            self._recent.move_to_end(agent)
-            if len(self._recent) <= KEEP_PROMPTS:
-                return None
-            return self._recent.popitem(last=False)[0]
+        return self._recent.touch(agent) if self._recent is not None else None
 
     def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> ToolNode:
         """A `ToolNode` over `tools` with this wrapper; `kwargs` go to `ToolNode`."""
