@@ -313,6 +313,45 @@ def agno(calls: int) -> Runner:
     return run
 
 
+def agent_framework(calls: int) -> Runner:
+    from agent_framework import Agent, BaseChatClient, ChatResponse, Content, Message
+    from agent_framework._middleware import ChatMiddlewareLayer
+    from agent_framework._tools import FunctionInvocationLayer
+
+    from dsh_circuit_breaker.integrations.agent_framework import circuit_breaker_middleware
+
+    # The framework's own function-calling loop around a scripted model, as its provider
+    # clients compose it (no telemetry layer: nothing to export).
+    class Scripted(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatClient):  # type: ignore[misc]
+        def _inner_get_response(
+            self, *, messages: Any, stream: bool, options: Any, **kw: Any
+        ) -> Any:
+            n = sum(c.type == "function_result" for m in messages for c in m.contents)
+
+            async def answer() -> Any:
+                if n < calls:
+                    call = Content.from_function_call(
+                        call_id=f"c{n}", name="search", arguments={"query": str(n)}
+                    )
+                    return ChatResponse(messages=[Message(role="assistant", contents=[call])])
+                return ChatResponse(messages=[Message(role="assistant", contents=["done"])])
+
+            return answer()
+
+    def search(query: str) -> str:
+        """Search."""
+        return "r"
+
+    def run(with_breaker: bool) -> None:
+        middleware = circuit_breaker_middleware() if with_breaker else None
+        client = Scripted(function_invocation_configuration={"max_iterations": calls + 10})
+        agent = Agent(client=client, tools=[search], middleware=middleware)
+        out = asyncio.run(agent.run("go"))
+        assert out.text == "done", out.text  # every call ran within the loop's limits
+
+    return run
+
+
 def claude_hook(calls: int) -> tuple[float, float]:
     """Microseconds per awaited hook call: the breaker's PreToolUse callback, and a no-op."""
     from dsh_circuit_breaker.integrations.claude_agent_sdk import ClaudeCircuitBreaker
@@ -341,6 +380,7 @@ FRAMEWORKS: dict[str, Callable[[int], Runner]] = {
     "strands": strands,
     "google-adk": google_adk,
     "agno": agno,
+    "agent-framework": agent_framework,
 }
 
 

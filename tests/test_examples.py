@@ -105,6 +105,7 @@ RUNS = {
     # Agno sends no error flag with a failed call's result (docs/agno.md).
     "agno_example.py": Example("agno", ANTHROPIC, [SEARCH] * 10, "3 results", error_flag=False),
     "openai_agents_example.py": Example("agents", OPENAI, [SEARCH] * 10, "3 results"),
+    "agent_framework_example.py": Example("agent_framework", OPENAI, [SEARCH] * 10, "3 results"),
     "pydantic_ai_example.py": Example("pydantic_ai", GEMINI, [SEARCH] * 10, "3 results"),
     "strands_example.py": Example("strands", ANTHROPIC, [SEARCH] * 10, "3 results"),
     "google_adk_example.py": Example("google.adk", GEMINI, [SEARCH] * 10, "3 results"),
