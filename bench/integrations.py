@@ -1,6 +1,6 @@
 """What each framework integration adds to a tool call, inside the real framework.
 
-    .venv/bin/python bench/integrations.py [--calls 200] [--rounds 5]
+    .venv/bin/python bench/integrations.py [--calls 200] [--rounds 5] [--only langgraph,agno]
 
 For each framework, one agent with a scripted model makes `--calls` tool calls, each a
 new one (`search(query=<n>)`, so every call is checked and recorded and none is refused),
@@ -95,6 +95,43 @@ def langchain(calls: int) -> Runner:
         middleware = [CircuitBreakerMiddleware()] if with_breaker else []
         agent = create_agent(Scripted(), [search], middleware=middleware)
         agent.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": 4 * calls + 20})
+
+    return run
+
+
+def langgraph(calls: int) -> Runner:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    from dsh_circuit_breaker.integrations.langgraph import CircuitBreakerToolWrapper, after_tools
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        n = sum(isinstance(m, ToolMessage) for m in state["messages"])
+        if n < calls:
+            tc = [{"name": "search", "args": {"query": str(n)}, "id": f"c{n}"}]
+            return {"messages": [AIMessage(content="", tool_calls=tc)]}
+        return {"messages": [AIMessage(content="done")]}
+
+    @tool
+    def search(query: str) -> str:
+        """Search."""
+        return "r"
+
+    def run(with_breaker: bool) -> None:
+        graph = StateGraph(MessagesState)
+        graph.add_node("agent", agent)
+        graph.add_edge(START, "agent")
+        graph.add_conditional_edges("agent", tools_condition)
+        if with_breaker:
+            graph.add_node("tools", CircuitBreakerToolWrapper().tool_node([search]))
+            graph.add_conditional_edges("tools", after_tools("agent"))
+        else:
+            graph.add_node("tools", ToolNode([search]))
+            graph.add_edge("tools", "agent")
+        app = graph.compile()
+        app.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": 4 * calls + 20})
 
     return run
 
@@ -226,6 +263,95 @@ def google_adk(calls: int) -> Runner:
     return run
 
 
+def agno(calls: int) -> Runner:
+    from agno.agent import Agent
+    from agno.models.base import Model
+    from agno.models.response import ModelResponse
+
+    from dsh_circuit_breaker.integrations.agno import CircuitBreakerToolHook
+
+    class Scripted(Model):  # type: ignore[misc]
+        def _answer(self, messages: Any) -> ModelResponse:
+            n = sum(m.role == "tool" for m in messages)
+            if n < calls:
+                call = {"name": "search", "arguments": json.dumps({"query": str(n)})}
+                return ModelResponse(
+                    role="assistant",
+                    tool_calls=[{"id": f"c{n}", "type": "function", "function": call}],
+                )
+            return ModelResponse(role="assistant", content="done")
+
+        def invoke(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            return self._answer(messages)
+
+        async def ainvoke(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            return self._answer(messages)
+
+        def invoke_stream(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+        async def ainvoke_stream(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+        def _parse_provider_response(self, response: Any, **kwargs: Any) -> ModelResponse:
+            return response  # type: ignore[no-any-return]
+
+        def _parse_provider_response_delta(self, response: Any) -> ModelResponse:
+            return response  # type: ignore[no-any-return]
+
+    def search(query: str) -> str:
+        """Search."""
+        return "r"
+
+    def run(with_breaker: bool) -> None:
+        hooks = [CircuitBreakerToolHook()] if with_breaker else None
+        agent = Agent(
+            model=Scripted(id="scripted"), tools=[search], tool_hooks=hooks, telemetry=False
+        )
+        agent.run("go")
+
+    return run
+
+
+def agent_framework(calls: int) -> Runner:
+    from agent_framework import Agent, BaseChatClient, ChatResponse, Content, Message
+    from agent_framework._middleware import ChatMiddlewareLayer
+    from agent_framework._tools import FunctionInvocationLayer
+
+    from dsh_circuit_breaker.integrations.agent_framework import circuit_breaker_middleware
+
+    # The framework's own function-calling loop around a scripted model, as its provider
+    # clients compose it (no telemetry layer: nothing to export).
+    class Scripted(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatClient):  # type: ignore[misc]
+        def _inner_get_response(
+            self, *, messages: Any, stream: bool, options: Any, **kw: Any
+        ) -> Any:
+            n = sum(c.type == "function_result" for m in messages for c in m.contents)
+
+            async def answer() -> Any:
+                if n < calls:
+                    call = Content.from_function_call(
+                        call_id=f"c{n}", name="search", arguments={"query": str(n)}
+                    )
+                    return ChatResponse(messages=[Message(role="assistant", contents=[call])])
+                return ChatResponse(messages=[Message(role="assistant", contents=["done"])])
+
+            return answer()
+
+    def search(query: str) -> str:
+        """Search."""
+        return "r"
+
+    def run(with_breaker: bool) -> None:
+        middleware = circuit_breaker_middleware() if with_breaker else None
+        client = Scripted(function_invocation_configuration={"max_iterations": calls + 10})
+        agent = Agent(client=client, tools=[search], middleware=middleware)
+        out = asyncio.run(agent.run("go"))
+        assert out.text == "done", out.text  # every call ran within the loop's limits
+
+    return run
+
+
 def claude_hook(calls: int) -> tuple[float, float]:
     """Microseconds per awaited hook call: the breaker's PreToolUse callback, and a no-op."""
     from dsh_circuit_breaker.integrations.claude_agent_sdk import ClaudeCircuitBreaker
@@ -249,9 +375,12 @@ def claude_hook(calls: int) -> tuple[float, float]:
 FRAMEWORKS: dict[str, Callable[[int], Runner]] = {
     "pydantic-ai": pydantic_ai,
     "langchain": langchain,
+    "langgraph": langgraph,
     "openai-agents": openai_agents,
     "strands": strands,
     "google-adk": google_adk,
+    "agno": agno,
+    "agent-framework": agent_framework,
 }
 
 
@@ -262,14 +391,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--only", help="comma-separated framework names (default: all)")
     args = parser.parse_args()
+    chosen = args.only.split(",") if args.only else list(FRAMEWORKS)
     print(f"{args.calls} new tool calls per run, {args.rounds} rounds; per tool call:")
     print(
         f"{'framework':<15}{'baseline ms':>13}{'breaker ms':>12}{'ratio':>8}"
         f"{'added us':>10}{'median ratio':>14}"
     )
-    for name, build in FRAMEWORKS.items():
-        run = build(args.calls)
+    for name in chosen:
+        run = FRAMEWORKS[name](args.calls)
         run(True)  # warm up imports and caches for both
         run(False)
         base: list[float] = []
@@ -285,6 +416,8 @@ def main() -> None:
             f"{name:<15}{b * 1e3:>13.3f}{g * 1e3:>12.3f}{g / b:>8.3f}"
             f"{(g - b) * 1e6:>10.1f}{median_ratio:>14.3f}"
         )
+    if args.only:
+        return
     hook, noop = claude_hook(10_000)
     print(
         f"claude-agent-sdk PreToolUse callback alone: {hook:.1f} us per call "

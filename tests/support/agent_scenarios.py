@@ -196,3 +196,69 @@ def check_wire_healthy(server: ScriptedServer, script: list[Call]) -> None:
     assert [r.call_id for r in sent] == [call_id for _, _, call_id in script]
     assert not any(is_refusal(r.text) or r.is_error for r in sent)
     assert server.errors == []
+
+
+# -- the stop and the budget over the wire (issue 20's frameworks) ----------------------
+# A looping model that never gives up ends its run with this text past BOUND tool results,
+# so a stop that fails to happen fails its test instead of hanging it.
+BOUND = 40
+UNBOUNDED = "the script's bound was reached"
+BUDGET = 12  # the web_search budget the budget scenario sets (tool_limits)
+DONE_SEARCHING = "done searching"
+
+
+def wire_loop_forever(results_of: ResultsOf, tag: str = "loop") -> Any:
+    """The looping model that no longer reads its results: the same search, again and
+    again, up to BOUND results."""
+
+    def respond(body: dict[str, Any]) -> Any:
+        n = len(results_of(body))
+        return UNBOUNDED if n >= BOUND else tool_call(*loop_call(tag, n))
+
+    return respond
+
+
+def check_wire_stop(server: ScriptedServer, error_flag: bool, tag: str = "loop") -> None:
+    """A stopped loop on the wire: nine model requests, each made one call; calls 7 and 8
+    were answered with the refusal in the next request, and no request followed the 9th
+    (the third refusal in a row stopped the agent)."""
+    assert len(server.model_requests) == 9
+    for n in range(8):
+        result = server.result_in_next_request(f"{tag}-{n}")
+        if n >= 6:
+            assert_loop_refusal(result.text)
+        else:
+            assert result.text == "results for same"
+        assert result.is_error == (n >= 6 and error_flag), (n, result)
+    assert [r.call_id for r in server.results_of(server.model_requests[-1])][-1] == f"{tag}-7"
+    assert server.errors == []
+
+
+def wire_searching(results_of: ResultsOf, tag: str = "s") -> Any:
+    """A different web search each time, call `<tag>-<n>`, until one is refused; then it
+    answers."""
+
+    def respond(body: dict[str, Any]) -> Any:
+        results = results_of(body)
+        if len(results) >= BOUND:
+            return UNBOUNDED
+        if results and is_refusal(results[-1].text):
+            return DONE_SEARCHING
+        n = len(results)
+        return tool_call("web_search", {"query": f"topic {n}"}, f"{tag}-{n}")
+
+    return respond
+
+
+def check_wire_budget(
+    server: ScriptedServer, budget_text: str, error_flag: bool, tag: str = "s"
+) -> None:
+    """A web_search budget of BUDGET on the wire: the first BUDGET searches' results came
+    back from the tool, the next one's is the budget text, and the model then finished."""
+    sent = server.tool_results()
+    assert [r.call_id for r in sent] == [f"{tag}-{n}" for n in range(BUDGET + 1)]
+    assert [r.text for r in sent[:BUDGET]] == [f"results for topic {n}" for n in range(BUDGET)]
+    assert sent[-1].text == budget_text
+    assert [r.is_error for r in sent] == [False] * BUDGET + [error_flag]
+    assert len(server.model_requests) == BUDGET + 2
+    assert server.errors == []

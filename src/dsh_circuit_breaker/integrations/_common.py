@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from .._log import warn
@@ -94,3 +95,23 @@ class PendingStops:
             return None
         with self._lock:
             return self._stops.pop(agent, None)
+
+
+class RecentAgents:
+    """The per-run agent ids an adapter made, for frameworks with no hook at a run's end.
+
+    Each new run (a new user prompt) gets a new id, so a finished run's state would stay in
+    the store for the process's life; past `keep` ids, `touch` hands back the least
+    recently active one for the adapter to reset (a finished run, in practice).
+    """
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def touch(self, agent: str) -> str | None:
+        with self._lock:
+            self._ids[agent] = None
+            self._ids.move_to_end(agent)
+            return self._ids.popitem(last=False)[0] if len(self._ids) > self.keep else None

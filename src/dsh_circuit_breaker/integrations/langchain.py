@@ -33,6 +33,7 @@ from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ..stop import AgentStopped
 from ._common import PendingStops, acheck, areset, make_breaker, safe_reset, warn_allowed
+from .langgraph import default_agent_id, refusal
 
 STATE_FIELD = "circuit_breaker_agent"
 
@@ -163,7 +164,7 @@ class CircuitBreakerMiddleware(AgentMiddleware[CircuitBreakerState, Any, Any]):
     def _refuse(self, request: ToolCallRequest, agent: str, decision: Decision) -> ToolMessage:
         if _field(request.state) is not None:  # only create_agent runs before_model
             self._stops.add(agent, decision)
-        return _refusal(request, decision)
+        return refusal(request, decision)
 
 
 def _call(request: ToolCallRequest) -> tuple[str, str, Any]:
@@ -180,23 +181,6 @@ def _field(state: Any) -> str | None:
 
 def _agent(request: ToolCallRequest) -> str:
     """The id `before_agent` gave this run; outside `create_agent` (a bare ToolNode), the
-    thread and graph namespace from the run's config."""
+    one the LangGraph integration gives (thread, graph namespace, latest prompt)."""
     found = _field(request.state)
-    if found is not None:
-        return found
-    config: Mapping[str, Any] = getattr(request.runtime, "config", None) or {}
-    configurable = config.get("configurable") or {}
-    thread = configurable.get("thread_id", "")
-    # The namespace names the graph running this tool; its last part is this task only.
-    namespace = str(configurable.get("checkpoint_ns", "")).rpartition("|")[0]
-    return f"langchain:thread:{thread}:{namespace}"
-
-
-def _refusal(request: ToolCallRequest, decision: Decision) -> ToolMessage:
-    call = request.tool_call
-    return ToolMessage(
-        content=decision.message or "Circuit breaker: this call was NOT run.",
-        tool_call_id=call["id"] or "",
-        name=call["name"],
-        status="error",
-    )
+    return found if found is not None else default_agent_id(request, per_prompt=False)
