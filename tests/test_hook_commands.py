@@ -124,7 +124,7 @@ def test_invalid_settings_are_never_overwritten(tmp_path: Path) -> None:
     path.parent.mkdir()
     path.write_text("{ this is not json")
     done = cli(env, "install", "claude-code")
-    assert done.returncode == 1 and "not valid JSON" in done.stdout
+    assert done.returncode == 1 and "not valid JSON" in done.stderr
     assert path.read_text() == "{ this is not json"
 
 
@@ -190,8 +190,9 @@ def test_doctor_says_exactly_what_is_wrong(tmp_path: Path) -> None:
     assert "the `claude` command is not on PATH" in nothing.stdout
     assert "npm install -g @anthropic-ai/claude-code" in nothing.stdout
     bad = tmp_path / "bad.json"
-    bad.write_text('{"window": 2}')
-    cli(env, "install", "claude-code", "--config", str(bad))
+    bad.write_text("{}")
+    assert cli(env, "install", "claude-code", "--config", str(bad)).returncode == 0
+    bad.write_text('{"window": 2}')  # broken after install, which refuses a bad file
     broken = cli(env, "doctor", "claude-code", "--project", str(project))
     assert broken.returncode == 1
     assert "hook command warned on PreToolUse" in broken.stdout
@@ -321,8 +322,8 @@ def test_reset_frees_a_capped_subagent_and_refuses_an_unknown_one(tmp_path: Path
     assert [call(n) is None for n in range(4)] == [True, True, True, False]
     unknown = cli(env, "reset", "sub1")
     assert unknown.returncode == 1
-    assert "no agent 'sub1'" in unknown.stdout and "nothing reset" in unknown.stdout
-    assert "did you mean 's/sub1'?" in unknown.stdout
+    assert "no agent 'sub1'" in unknown.stderr and "nothing reset" in unknown.stderr
+    assert "did you mean 's/sub1'?" in unknown.stderr
     assert call(5) is not None  # still capped: nothing was reset
 
     done = cli(env, "reset", "s/sub1")
@@ -336,7 +337,7 @@ def test_reset_frees_a_capped_subagent_and_refuses_an_unknown_one(tmp_path: Path
 
     other = tmp_path / "other.db"
     elsewhere = cli(env, "reset", "s/sub1", "--state", f"sqlite:///{other}")
-    assert elsewhere.returncode == 1 and f"in sqlite:///{other}" in elsewhere.stdout
+    assert elsewhere.returncode == 1 and f"in sqlite:///{other}" in elsewhere.stderr
 
 
 def test_incidents_skip_and_count_corrupt_lines_and_escape_control_characters(
@@ -388,7 +389,7 @@ def test_droid_install_refuses_when_its_hooks_json_would_replace_ours(tmp_path: 
     hooks_json.write_text(json.dumps({"PreToolUse": [OTHER_HOOK]}))
     refused = cli(env, "install", "droid")
     assert refused.returncode == 1
-    assert f"{hooks_json} defines PreToolUse" in refused.stdout
+    assert f"{hooks_json} defines PreToolUse" in refused.stderr
     assert not (factory / "settings.json").exists()
     hooks_json.unlink()
     assert cli(env, "install", "droid").returncode == 0

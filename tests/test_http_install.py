@@ -32,6 +32,7 @@ def test_install_writes_http_hooks_and_the_start_command(tmp_path: Path) -> None
     settings = tmp_path / ".claude" / "settings.json"
     settings.parent.mkdir()
     settings.write_text(json.dumps({"env": {"KEEP": "1"}, "model": "x", "hooks": {}}))
+    (tmp_path / "b.toml").write_text("")  # install loads it: a missing file is refused
     done = cli(env, "install", "claude-code", "--http", "127.0.0.1:9999", "--config", "b.toml")
     assert done.returncode == 0, done
     assert "every prompt and tool call is refused" in done.stdout
@@ -92,7 +93,7 @@ def test_project_scope_is_refused(tmp_path: Path) -> None:
     done = cli(
         env, "install", "claude-code", "--http", "--scope", "project", "--project", str(tmp_path)
     )
-    assert done.returncode == 1 and "--scope local" in done.stdout
+    assert done.returncode == 2 and "--scope local" in done.stderr
     assert not (tmp_path / ".claude" / "settings.json").exists()
     assert cli(env, "install", "codex", "--http").returncode == 2  # Codex has no HTTP hooks
 

@@ -291,7 +291,7 @@ def test_html_on_another_command_says_it_belongs_to_replay(
         main([command, str(tmp_path), "--html", str(tmp_path / "page.html")])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"usage: dsh-circuit-breaker {command} ")
+    assert err.startswith(f"dsh-circuit-breaker: {command}: ") and err.count("\n") == 1
     assert "--html belongs to replay: dsh-circuit-breaker replay PATH... --html OUT" in err
 
 
@@ -299,8 +299,10 @@ def test_unknown_option_shows_the_commands_own_usage(capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit):
         main(["replay", ".", "--bogus"])
     err = capsys.readouterr().err
-    assert err.startswith("usage: dsh-circuit-breaker replay ")
-    assert "unrecognized arguments: --bogus" in err
+    assert err == (
+        "dsh-circuit-breaker: replay: unrecognized arguments: --bogus "
+        "(see dsh-circuit-breaker replay --help)\n"
+    )
 
 
 def test_html_page_title_order_and_folded_quiet_runs(

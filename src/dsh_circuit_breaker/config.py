@@ -199,8 +199,7 @@ class Config:
         for key, value in mapping.items():
             name = _KEYS.get(key) if isinstance(key, str) else None
             if name is None:
-                known = ", ".join(sorted(_camel(n) for n in _FIELDS))
-                raise ConfigError(f"unknown config key {shown(key)} (known keys: {known})")
+                raise ConfigError(f"unknown config key {shown(key)}{_suggestion(key)}")
             if name in values:
                 raise ConfigError(f"config key {_camel(name)} given twice")
             values[name] = value
@@ -234,6 +233,16 @@ class Config:
         if isinstance(self.deny_message, str):
             return self.deny_message
         return self.deny_message.get(kind, DEFAULT_MESSAGES[kind])
+
+
+def _suggestion(key: object) -> str:
+    """`; did you mean duplicateLimit?` for `duplicateLimt`, else where the keys are
+    listed: naming all sixteen hides the one that was meant."""
+    import difflib  # only on a bad key: the hook's happy path never pays for it
+
+    known = sorted(_camel(n) for n in _FIELDS)
+    near = difflib.get_close_matches(_camel(str(key)), known, n=1, cutoff=0.6)
+    return f"; did you mean {near[0]}?" if near else " (the README's config table lists the keys)"
 
 
 def _error(name: str, problem: str) -> ConfigError:

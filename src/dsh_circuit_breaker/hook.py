@@ -43,7 +43,7 @@ USAGE = "usage: dsh-circuit-breaker hook [--harness NAME] [--config FILE] [--sta
 
 def say(message: str) -> None:
     """One line on stderr: what the harness shows in its hook log, never a traceback."""
-    prefix = "dsh-circuit-breaker hook: "
+    prefix = "dsh-circuit-breaker: hook: "  # every command's one prefix (usage.py)
     message = message.removeprefix("dsh-circuit-breaker: ")  # the breaker's own warnings
     try:
         sys.stderr.write(prefix + " ".join(message.split()) + "\n")
@@ -181,7 +181,9 @@ def _main(argv: list[str] | None) -> int:
         say(str(exc))
         return 0
     except Exception as exc:  # config errors, store errors, our own bugs: never block
-        say(f"{type(exc).__name__}: {exc}; call allowed")
+        # A config error names its file and key; only a bug needs its class named.
+        kind = "" if isinstance(exc, ValueError) else f"{type(exc).__name__}: "
+        say(f"{kind}{exc}; call allowed")
         return 0
     if out is not None:
         try:
@@ -219,6 +221,8 @@ def parse_args(argv: list[str]) -> Options:
             if i >= len(argv):
                 raise Malformed(f"{name} needs a value; {USAGE}")
             value = argv[i]
+        if not value.strip():  # would mean "the default" without a word
+            raise Malformed(f"{name}: an empty value; {USAGE}")
         setattr(options, name[2:], value)
         i += 1
     return options

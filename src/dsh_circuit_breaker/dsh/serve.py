@@ -48,6 +48,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+from .. import usage
 from .._log import warn
 from .._version import __version__
 from ..breaker import CircuitBreaker
@@ -271,10 +272,12 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
     try:
         config = Config.from_mapping(json.loads(args.config_json)) if args.config_json else None
+    except (ValueError, ConfigError) as exc:
+        return usage.error(f"serve --stdio --config-json: {exc}")
+    try:
         server = GuardServer(config, args.state)
     except (ValueError, ConfigError) as exc:
-        print(f"dsh-circuit-breaker serve: {exc}", file=sys.stderr)
-        return 2
+        return usage.error(f"serve --stdio: {exc}")
     try:
         serve(server, sys.stdin.buffer, sys.stdout.buffer)
     except (BrokenPipeError, KeyboardInterrupt):

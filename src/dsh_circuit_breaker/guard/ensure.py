@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -62,12 +61,12 @@ def ensure(args: argparse.Namespace) -> int:
     from .http import url_of
 
     if args.allow_remote or args.tls_cert:
-        return _say("--ensure starts a loopback service only; start a remote one yourself")
+        return _say("--ensure starts a loopback service only; start a remote one yourself", code=2)
     try:
         token = tokens.resolve(args.token)
         origin = url_of(args.http)
     except (ConfigError, ValueError) as exc:
-        return _say(str(exc))
+        return _say(str(exc), code=2)
     answer = health(origin, token)
     if isinstance(answer, dict):
         return 0
@@ -104,7 +103,7 @@ def stop(args: argparse.Namespace) -> int:
         token = tokens.resolve(args.token, create=False)
         origin = url_of(args.http)
     except (ConfigError, ValueError) as exc:
-        return _say(str(exc), "--stop")
+        return _say(str(exc), "--stop", code=2)
     answer = health(origin, token)
     if answer is None:
         print(f"no guard answers on {origin}")
@@ -160,6 +159,9 @@ def _log_tail(lines: int = 5, window: int = 8192) -> str:
     return " | ".join(text.strip().splitlines()[-lines:]) or "(empty log)"
 
 
-def _say(message: str, option: str = "--ensure") -> int:
-    print(f"dsh-circuit-breaker serve {option}: {message}", file=sys.stderr)
-    return 1
+def _say(message: str, option: str = "--ensure", code: int = 1) -> int:
+    """One line the way every command says a problem (`usage`): 2 for a bad option, 1
+    for a guard that does not answer or start."""
+    from ..usage import error
+
+    return error(f"serve {option}: {message}", code)

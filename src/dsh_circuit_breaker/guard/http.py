@@ -92,6 +92,7 @@ class GuardHTTPServer(ThreadingHTTPServer):
         check_host: bool = True,
     ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self._stopped = threading.Event()  # before binding: a failed bind calls server_close
         super().__init__(address, Handler)
         self.guard = guard
         self.metrics = guard.metrics
@@ -103,7 +104,6 @@ class GuardHTTPServer(ThreadingHTTPServer):
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._deadlines: dict[socket.socket, float] = {}
         self._watch_lock = threading.Lock()
-        self._stopped = threading.Event()
         threading.Thread(target=self._watchdog, name="deadlines", daemon=True).start()
 
     @property

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..usage import FAILED, directory, error
 from . import _doctor, _http_hook, _settings
 
 
@@ -32,7 +33,11 @@ def add_arguments(harness: Any, parser: argparse.ArgumentParser, action: str) ->
             help="settings file to change",
         )
     parser.add_argument(
-        "--project", metavar="DIR", default=None, help="project directory (default: current)"
+        "--project",
+        metavar="DIR",
+        type=directory,
+        default=None,
+        help="project directory (default: current)",
     )
     parser.add_argument(
         harness.FILE_OPTION,
@@ -95,12 +100,12 @@ def install(harness: Any, args: argparse.Namespace) -> int:
     try:
         settings = _ops(harness, "read_settings")(path)
     except _settings.SettingsError as exc:
-        print(f"error: {exc}")
-        return 1
+        return error(exc, FAILED)
     blocked = _conflicts(harness, path)
     if blocked:
-        print("\n".join(f"error: {reason}" for reason in blocked) + f"\nnot changing {path}")
-        return 1
+        for reason in blocked:
+            error(f"{reason}; not changing {path}", FAILED)
+        return FAILED
     if getattr(args, "http", None):
         return _http_hook.install(harness, args, path, settings)
     command = _settings.hook_command(args.config, args.state, harness.NAME)
@@ -121,8 +126,7 @@ def uninstall(harness: Any, args: argparse.Namespace) -> int:
     try:
         settings = _ops(harness, "read_settings")(path)
     except _settings.SettingsError as exc:
-        print(f"error: {exc}")
-        return 1
+        return error(exc, FAILED)
     if not _ops(harness, "our_commands")(settings) and not _http_hook.ours(settings):
         print(f"{harness.LABEL}: not installed in {path}; nothing changed")
         return 0

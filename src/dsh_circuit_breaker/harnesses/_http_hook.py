@@ -122,19 +122,18 @@ def install(harness: Any, args: argparse.Namespace, path: Path, settings: dict[s
     from ..config import ConfigError
     from ..guard import token as tokens
     from ..guard.http import parse_address
+    from ..usage import error
 
     if not args.file and args.scope == "project":
-        print(
-            "error: --http puts your token into the settings file; the project's is shared "
+        return error(
+            "--http puts your token into the settings file; the project's is shared "
             "with the repository. Use --scope local (yours only) or --scope user."
         )
-        return 1
     try:
         parse_address(args.http)
         token = tokens.resolve(None)
     except (ValueError, ConfigError) as exc:
-        print(f"error: {exc}")
-        return 1
+        return error(exc)
     command = ensure_command(args.http, args.config, args.state)
     wanted = with_ours(harness, settings, args.http, command, token)
     url = wanted["hooks"][harness.HTTP_EVENTS[0]][-1]["hooks"][0]["url"]

@@ -91,12 +91,19 @@ def is_our_http(handler: Any) -> bool:
     return urlsplit(url).path.startswith("/hook/") and ENV_TOKEN in allowed
 
 
+MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # a settings file, not a disk image
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object file ({} when missing or blank); `SettingsError` for anything else."""
     if not path.exists():
         return {}
-    try:
-        text = path.read_text(encoding="utf-8")
+    from ..files import read_regular
+
+    try:  # never a FIFO (it would block) or a directory
+        text = read_regular(str(path), MAX_SETTINGS_BYTES).decode("utf-8")
+    except UnicodeDecodeError:
+        raise SettingsError(f"{path} is not UTF-8 text; not changing it") from None
     except OSError as exc:
         raise SettingsError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not text.strip():
