@@ -78,3 +78,15 @@ def test_an_internal_error_is_one_line_not_a_traceback(
         "dsh-circuit-breaker: internal error (a bug; DSH_CIRCUIT_BREAKER_DEBUG=1 shows where): "
         "TypeError: 'int' object is not iterable\n"
     )
+
+
+def test_help_says_what_each_command_and_target_does() -> None:
+    top = cli("--help").stdout
+    assert "HTTP hooks" in " ".join(top.split())  # serve's summary: both transports
+    assert "(a capped subagent)" not in top
+    install = cli("install", "claude-code", "--help").stdout
+    assert "put the breaker into Claude Code" in install  # the target has a description
+    assert "(default: user)" in install  # --scope shows its default
+    doctor = " ".join(cli("doctor", "claude-code", "--help").stdout.split())
+    assert "written into the hook command" not in doctor  # doctor writes nothing
+    assert "checked instead of the one the installed hook command names" in doctor

@@ -87,6 +87,12 @@ def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(
     removed = cli(env, "uninstall", target)
     assert removed.returncode == 0 and "removed from" in removed.stdout
     assert settings_of(path) == before
+    # Changes later that day keep the one backup of the file as it was before the first.
+    for _ in range(3):
+        assert cli(env, "install", target).returncode == 0
+        assert cli(env, "uninstall", target).returncode == 0
+    backups = list(path.parent.glob(path.name + ".bak-*"))
+    assert [json.loads(b.read_text()) for b in backups] == [before]  # was one per install
     again = cli(env, "uninstall", target)
     assert "not installed" in again.stdout
 
@@ -287,6 +293,8 @@ def test_status_prints_last_calls_in_utc_like_the_incident_log(tmp_path: Path) -
     expected = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(row["updated"]))
     table = cli(env, "status").stdout.splitlines()
     assert table[-1].endswith(f"  {expected}"), table
+    assert row["lastCallAt"] == expected  # --json says the time as the text does
+    assert table[-2].endswith("  LAST CALL AT")  # a time, not the call
     (incident,) = cli(env, "incidents").stdout.splitlines()
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  duplicate", incident)
 
@@ -398,3 +406,13 @@ def test_droid_install_refuses_when_its_hooks_json_would_replace_ours(tmp_path: 
     assert doctor.returncode == 1
     assert f"PROBLEM  {hooks_json} defines UserPromptSubmit" in doctor.stdout
     assert "PreToolUse" not in doctor.stdout.split("PROBLEM", 1)[1].split("\n")[0]
+
+
+def test_uninstall_removes_a_settings_file_that_install_created(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    path = tmp_path / ".claude" / "settings.json"
+    assert cli(env, "install", "claude-code").returncode == 0 and path.exists()
+    removed = cli(env, "uninstall", "claude-code")
+    assert removed.returncode == 0, removed.stderr
+    assert not path.exists()  # was left behind holding `{}`
+    assert list(path.parent.iterdir()) == []  # and no backup of a file of ours alone

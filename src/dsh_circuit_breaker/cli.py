@@ -15,7 +15,11 @@ if TYPE_CHECKING:
 # name -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("dsh_circuit_breaker.demo", "replay the cbprobe4 probe through the breaker"),
-    "serve": ("dsh_circuit_breaker.dsh.serve", "guard process for harness plugins (JSON lines)"),
+    "serve": (
+        "dsh_circuit_breaker.dsh.serve",
+        "the guard a harness asks: JSON lines for plugins (--stdio), or HTTP hooks with "
+        "the live page and /metrics (--http)",
+    ),
     "install": ("dsh_circuit_breaker.commands.install", "put the breaker into a harness"),
     "uninstall": ("dsh_circuit_breaker.commands.uninstall", "take the breaker out of a harness"),
     "doctor": ("dsh_circuit_breaker.commands.doctor", "prove the breaker loads in a harness"),
@@ -37,7 +41,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "hook": ("dsh_circuit_breaker.hook", "the command hook a harness runs before each tool call"),
     "status": ("dsh_circuit_breaker.commands.status", "agents in the state store, and limits"),
-    "reset": ("dsh_circuit_breaker.commands.reset", "forget agents' state (a capped subagent)"),
+    "reset": (
+        "dsh_circuit_breaker.commands.reset",
+        "forget agents' state, so that a tripped or capped agent runs again",
+    ),
     "incidents": ("dsh_circuit_breaker.commands.incidents", "the incident log, readable"),
 }
 

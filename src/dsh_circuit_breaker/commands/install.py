@@ -15,11 +15,18 @@ from typing import Any
 
 from ..harnesses import HARNESSES, target_module, targets
 
+WHAT = {  # as cli.COMMANDS says it, for a TARGET's own --help
+    "install": "put the breaker into",
+    "uninstall": "take the breaker out of",
+    "doctor": "prove the breaker loads in",
+}
+
 
 def add_target_arguments(parser: argparse.ArgumentParser, action: str) -> None:
     sub = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
     for name in targets():
-        _add(name, sub.add_parser(name, help=f"{action} for {name}"), action)
+        described = f"{WHAT[action]} {getattr(target_module(name), 'LABEL', name)}"
+        _add(name, sub.add_parser(name, help=described, description=described), action)
 
 
 def _add(name: str, parser: argparse.ArgumentParser, action: str) -> None:

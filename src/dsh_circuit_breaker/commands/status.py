@@ -83,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
         "(`dsh-circuit-breaker reset AGENT` clears one)"
     )
     if args.json:
-        for row in shown:
-            print(json.dumps(row))
+        for row in shown:  # the time as the text shows it, beside the epoch seconds
+            print(json.dumps({**row, "lastCallAt": utc(row["updated"])}))
         if unreadable:
             print(skipped, file=sys.stderr)
         return 0
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         return 0
     width = min(max(5, *(len(printable(r["agent"])) for r in shown)), 60)
-    print(f"{'AGENT':<{width}}  {'CALLS':>11}  {'TOP REPEAT':>10}  {'TRIPPED':<15}  LAST CALL")
+    print(f"{'AGENT':<{width}}  {'CALLS':>11}  {'TOP REPEAT':>10}  {'TRIPPED':<15}  LAST CALL AT")
     for row in shown:
         calls = f"{row['calls']}/{row['cap']}" if row["cap"] else str(row["calls"])
         repeat = f"{row['topRepeat']}/{row['duplicateLimit']}"

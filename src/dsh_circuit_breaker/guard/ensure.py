@@ -113,11 +113,27 @@ def stop(args: argparse.Namespace) -> int:
     os.kill(answer["pid"], signal.SIGTERM)
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
-        if health(origin, token, timeout=0.5) is None:
+        # Stopped is when the process is gone, not when it stops answering: its store
+        # is closed only then, and a new guard may bind the port.
+        if health(origin, token, timeout=0.5) is None and not _alive(answer["pid"]):
             print(f"stopped the guard on {origin} (pid {answer['pid']})")
             return 0
         time.sleep(0.05)
     return _say(f"the guard (pid {answer['pid']}) still answers on {origin}", "--stop")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive, and not ours to wait for
+        return True
+    try:  # our own child that exited (a test's) is a zombie until reaped
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:  # gone since, or no /proc here: its silence is all we can go by
+        return False
 
 
 def _start(args: argparse.Namespace, token: str) -> subprocess.Popen[bytes]:

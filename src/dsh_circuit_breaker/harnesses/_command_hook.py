@@ -30,7 +30,7 @@ def add_arguments(harness: Any, parser: argparse.ArgumentParser, action: str) ->
             "--scope",
             choices=harness.SCOPES,
             default=harness.SCOPES[0],
-            help="settings file to change",
+            help="settings file to change (default: %(default)s)",
         )
     parser.add_argument(
         "--project",
@@ -47,16 +47,21 @@ def add_arguments(harness: Any, parser: argparse.ArgumentParser, action: str) ->
         help="a settings file of your own instead",
     )
     if action != "uninstall":
+        where = (
+            "written into the hook command"
+            if action == "install"
+            else "checked instead of the one the installed hook command names"
+        )
         parser.add_argument(
             "--config",
             metavar="FILE",
-            help="config file the hook reads (written into the hook command; default: "
+            help=f"config file the hook reads ({where}; default: "
             "$DSH_CIRCUIT_BREAKER_CONFIG, else the user config file)",
         )
         parser.add_argument(
             "--state",
             metavar="URL",
-            help="state URL the hook uses (written into the hook command; default: "
+            help=f"state URL the hook uses ({where}; default: "
             "$DSH_CIRCUIT_BREAKER_STATE, else sqlite:// in the user's state directory)",
         )
     if action == "install" and _http_hook.supports(harness):
@@ -131,7 +136,9 @@ def uninstall(harness: Any, args: argparse.Namespace) -> int:
         print(f"{harness.LABEL}: not installed in {path}; nothing changed")
         return 0
     cleaned = _ops(harness, "without_ours")(settings)
-    if cleaned == getattr(harness, "EMPTY_FILE", None):  # a file of our own, now empty
+    if cleaned == {}:  # it held nothing but us (install made it): nothing to back up
+        saved = _settings.remove_file(path, backup=False)
+    elif cleaned == getattr(harness, "EMPTY_FILE", None):  # a file of our own, now empty
         saved = _settings.remove_file(path, backup=not args.no_backup)
     else:
         saved = _settings.write_settings(path, cleaned, backup=not args.no_backup)
