@@ -47,6 +47,9 @@ _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
     "store_timeout": (2.0, (int, float)),
     "tool_limits": ({}, (dict,)),
     "stop_after_denials": (STOP_AFTER_DENIALS, (int,)),
+    # The HTTP guard's live page: a short, masked preview of each agent's repeated call,
+    # held in the guard's memory only (never in the store or on disk).
+    "preview_arguments": (True, (bool,)),
 }
 _LISTS = ("exempt", "only", "ignore_args")
 _MAPPINGS = ("deny_message", "tool_limits")
@@ -89,6 +92,7 @@ class Config:
     store_timeout: float
     tool_limits: Mapping[str, int]
     stop_after_denials: int
+    preview_arguments: bool
     _matcher: _ToolMatcher
     _budgets: _BudgetMatcher
 
@@ -110,6 +114,7 @@ class Config:
         store_timeout: float = 2.0,
         tool_limits: Mapping[str, int] | None = None,
         stop_after_denials: int = STOP_AFTER_DENIALS,
+        preview_arguments: bool = True,
     ) -> None:
         values = dict(locals())
         del values["self"]

@@ -226,6 +226,9 @@ class Handler(BaseHTTPRequestHandler):
         except Refused as exc:
             # Closed after the answer: a body left unread must not be taken for a request.
             self.server.metrics.count("refused", exc.reason)
+            if exc.status == 401 and method == "GET" and urlsplit(self.path).path == "/":
+                self._no_token_page()  # a person at the page's address, not a client
+                return
             self._send_json(exc.status, {"error": str(exc)}, close=True)
             return
         self.server.watch(self.request, None)  # read in full: no longer the client's time
@@ -236,6 +239,19 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # our own bug: say so, and stay up
             warn("dsh-circuit-breaker serve: %s %s failed", method, path, exc_info=True)
             self._send_json(500, {"error": f"{type(exc).__name__}: {exc}"}, close=True)
+
+    def _no_token_page(self) -> None:
+        from ..config_file import ENV_TOKEN
+        from . import token as tokens
+        from .unauthorized import page
+
+        self._send(
+            401,
+            page(tokens.token_path(), ENV_TOKEN),
+            "text/html; charset=utf-8",
+            close=True,
+            policy="default-src 'none'; style-src 'unsafe-inline'",
+        )
 
     def _authorized(self, method: str) -> tuple[str, dict[str, list[str]]]:
         parts = urlsplit(self.path)
