@@ -82,3 +82,28 @@ def test_the_page_shows_an_agent_its_denial_and_resets_it(
     assert screenshot.stat().st_size > 10_000 and narrow.stat().st_size > 10_000
     written = b"".join(p.read_bytes() for p in installed.home.rglob("*") if p.is_file())
     assert b"echo loop" not in written  # the preview never reached the store or a log
+
+
+def test_the_replay_page_in_a_browser(browser: None, installed: Installed, tmp_path: Path) -> None:
+    """The replay page of a real session (close first-denial and stop marks), opened in
+    Chromium: the marks' labels do not overlap; a screenshot is written beside the output."""
+    transcript = HERE / "fixtures" / "transcripts" / "claude-code" / "cbprobe4-hook-denials.jsonl"
+    html = tmp_path / "replay.html"
+    done = installed.run("replay", str(transcript), "--html", str(html))
+    assert done.returncode == 0, done.stderr
+    screenshot = tmp_path / "replay-page-1400.png"
+    shot = subprocess.run(
+        ["node", str(HERE / "support" / "screenshot.mjs"), html.as_uri(),
+         str(tmp_path / "chromium-profile"), str(screenshot), "1400"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert shot.returncode == 0, shot.stderr[-3000:]
+    seen = json.loads(shot.stdout.strip().splitlines()[-1])
+    print(f"screenshot of the replay page: {screenshot}")
+    labels = seen["labels"]
+    assert sorted(text.split(":")[0] for text, *_ in labels) == ["first denial", "stop"]
+    for i, (_, *a) in enumerate(labels):
+        for _, *b in labels[i + 1 :]:
+            apart = a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+            assert apart, labels
+    assert screenshot.stat().st_size > 10_000
