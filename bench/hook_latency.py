@@ -43,7 +43,7 @@ from typing import Any
 
 from dsh_circuit_breaker.config import DEFAULT_EXEMPT
 from dsh_circuit_breaker.harnesses import DEFAULT, HARNESSES, Call, load
-from dsh_circuit_breaker.harnesses._settings import hook_command
+from dsh_circuit_breaker.invocation import hook_command
 
 ENTRY = Path(sys.executable).parent / "dsh-circuit-breaker"
 

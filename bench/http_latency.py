@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any
 
-from dsh_circuit_breaker.harnesses._settings import hook_command
+from dsh_circuit_breaker.invocation import hook_command
 
 TOKEN = "bench-token-0123456789abcdef"
 CLIENTS, PROCESSES = 32, 4

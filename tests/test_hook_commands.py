@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker.harnesses import _doctor
+from dsh_circuit_breaker import invocation
 from dsh_circuit_breaker.harnesses import _settings as hs
 from hook_support import denial, hook_env, pre_tool_use, run_hook
 from support.streams import readline
@@ -135,23 +135,23 @@ def test_invalid_settings_are_never_overwritten(tmp_path: Path) -> None:
 
 
 def test_is_ours_recognizes_only_our_hook() -> None:
-    assert hs.is_ours("/venv/bin/dsh-circuit-breaker hook")
-    assert hs.is_ours("'/a b/dsh-circuit-breaker' hook --state sqlite:///x.db")
-    assert hs.is_ours("/usr/bin/python3 -m dsh_circuit_breaker.cli hook")
-    assert not hs.is_ours("/venv/bin/dsh-circuit-breaker status")
-    assert not hs.is_ours("echo dsh-circuit-breaker hook-ish")
-    assert not hs.is_ours("my-linter hook")
-    assert not hs.is_ours(None)
+    assert invocation.is_ours("/venv/bin/dsh-circuit-breaker hook")
+    assert invocation.is_ours("'/a b/dsh-circuit-breaker' hook --state sqlite:///x.db")
+    assert invocation.is_ours("/usr/bin/python3 -m dsh_circuit_breaker.cli hook")
+    assert not invocation.is_ours("/venv/bin/dsh-circuit-breaker status")
+    assert not invocation.is_ours("echo dsh-circuit-breaker hook-ish")
+    assert not invocation.is_ours("my-linter hook")
+    assert not invocation.is_ours(None)
 
 
 def test_hook_command_runs_through_a_shell(tmp_path: Path) -> None:
     # Not in /tmp itself: a directory other users can write is refused as a state directory.
     state = f"sqlite:///{tmp_path}/a b.db"
-    command = hs.hook_command(str(tmp_path / "c f.json"), state)
-    assert _doctor.options_of(command) == (str(tmp_path / "c f.json"), state)
+    command = invocation.hook_command(str(tmp_path / "c f.json"), state)
+    assert invocation.options_of(command) == (str(tmp_path / "c f.json"), state)
     # Gemini CLI's entry ends in `|| true`: the options end where the shell takes over.
-    assert _doctor.options_of(f"{command} || true") == _doctor.options_of(command)
-    assert hs.is_ours(f"{command} || true")
+    assert invocation.options_of(f"{command} || true") == invocation.options_of(command)
+    assert invocation.is_ours(f"{command} || true")
     (tmp_path / "c f.json").write_text('{"duplicateLimit": 1}')
     env = hook_env(tmp_path)
     event = json.dumps(pre_tool_use(session="quoted"))
@@ -275,10 +275,10 @@ def test_incidents_readable_and_follow(tmp_path: Path) -> None:
 
 def test_installed_command_is_this_interpreter_without_the_script_wrapper(tmp_path: Path) -> None:
     state = f"sqlite:///{tmp_path}/x.db"
-    words = shlex.split(hs.hook_command(state=state))
-    assert words[:3] == [os.path.abspath(sys.executable), "-c", hs.HOOK_PROGRAM]
+    words = shlex.split(invocation.hook_command(state=state))
+    assert words[:3] == [os.path.abspath(sys.executable), "-c", invocation.HOOK_PROGRAM]
     assert words[3:] == ["hook", "--state", state]
-    assert hs.is_ours(shlex.join(words))
+    assert invocation.is_ours(shlex.join(words))
 
 
 def _state_db(home: Path) -> Path:

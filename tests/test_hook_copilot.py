@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from dsh_circuit_breaker.harnesses import Call, Malformed, Prompt, copilot
-from dsh_circuit_breaker.harnesses._settings import SettingsError, hook_command
+from dsh_circuit_breaker.harnesses._settings import SettingsError
+from dsh_circuit_breaker.invocation import hook_command
 from hook_support import hook_env, run_hook
 
 CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]

@@ -454,3 +454,28 @@ def test_two_guards_on_one_redis_are_one_breaker(tmp_path: Path) -> None:
         (agent,) = one.json("/api/agents")["agents"]
         assert agent["calls"] == 6 and agent["status"] == "stopped"  # refused 154 in a row
         assert two.json("/api/agents")["agents"][0]["calls"] == 6
+
+
+@pytest.mark.parametrize("edit", ["half-written", "invalid", "deleted", "valid"])
+def test_the_config_is_read_once_at_start(env: dict[str, str], tmp_path: Path, edit: str) -> None:
+    """A config file edited, half-written or deleted under a running guard changes nothing:
+    every harness keeps the config the guard started with (on a967c7a each harness read
+    the file at its first event: a broken file made every hook a 500, which Claude Code's
+    `onFailure: block` turns into a refused call, and a valid edit reached one harness and
+    not another)."""
+    config = tmp_path / "breaker.json"
+    config.write_text('{"duplicateLimit": 2}')
+    with Service(env, "--config", str(config)) as service:
+        call = pre_tool_use(session="edited-1", tool_input={"command": "echo x"})
+        assert service.hook(call) == b"" and service.hook(call) == b""
+        if edit == "deleted":
+            config.unlink()
+        else:
+            text = {"half-written": '{"duplicateLim', "invalid": '{"duplicateLimit": 0}'}
+            config.write_text(text.get(edit, '{"duplicateLimit": 5}'))
+        assert b"NOT run" in service.hook(call)  # the 3rd copy, refused at the start's limit
+        for name in NAMES:  # every harness answers (no 500), at the start's limit of 2:
+            refused = sum(bool(service.hook(event, name)) for event in probe(name))
+            assert refused >= 7, (name, refused)  # of ~10 copies (4 at the default of 6)
+        other = pre_tool_use(session="edited-2", tool_input={"command": "echo y"})
+        assert [bool(service.hook(other)) for _ in range(3)] == [False, False, True]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker.harnesses import _settings
+from dsh_circuit_breaker import invocation
 from hook_support import hook_env
 from support.guard_service import CLI, Service, state_dir
 
@@ -64,7 +64,7 @@ def test_install_writes_http_hooks_and_the_start_command(tmp_path: Path) -> None
         str(tmp_path / "b.toml"),
         "--ensure",
     ]
-    assert _settings.is_ours(start["hooks"][0]["command"], "serve")
+    assert invocation.is_ours(start["hooks"][0]["command"], "serve")
     again = cli(env, "install", "claude-code", "--http", "127.0.0.1:9999", "--config", "b.toml")
     assert "already installed" in again.stdout
     # Back to the command hook: the HTTP entries, the start command and the token go.

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from dsh_circuit_breaker.dsh.serve import GuardServer
+from dsh_circuit_breaker.guard.stdio import GuardServer
 from dsh_circuit_breaker.harnesses import PLUGIN_HARNESSES, target_module
 from dsh_circuit_breaker.harnesses._plugin import parse_loader
 from dsh_circuit_breaker.harnesses._stub_model import StubModel

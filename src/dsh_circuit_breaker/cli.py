@@ -16,9 +16,8 @@ if TYPE_CHECKING:
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("dsh_circuit_breaker.demo", "replay the cbprobe4 probe through the breaker"),
     "serve": (
-        "dsh_circuit_breaker.dsh.serve",
-        "the guard a harness asks: JSON lines for plugins (--stdio), or HTTP hooks with "
-        "the live page and /metrics (--http)",
+        "dsh_circuit_breaker.guard.cli",
+        "the resident guard: JSON lines on stdio for the plugins, or HTTP hooks and the live page",
     ),
     "install": ("dsh_circuit_breaker.commands.install", "put the breaker into a harness"),
     "uninstall": ("dsh_circuit_breaker.commands.uninstall", "take the breaker out of a harness"),

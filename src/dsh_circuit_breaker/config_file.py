@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 ENV_CONFIG = "DSH_CIRCUIT_BREAKER_CONFIG"
 ENV_STATE = "DSH_CIRCUIT_BREAKER_STATE"
-ENV_TOKEN = "DSH_CIRCUIT_BREAKER_TOKEN"  # the HTTP guard's token (guard/token.py)
+ENV_TOKEN = "DSH_CIRCUIT_BREAKER_TOKEN"  # the HTTP guard's token (token.py)
 ROW_IDS = ("circuit-breaker", "dsh-circuit-breaker")
 EXTENSIONS = ("toml", "json", "yaml", "yml")
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -76,15 +76,24 @@ def find_config(explicit: str | None = None) -> str | None:
 
 def load(path: str | None = None, *, base: Config | None = None) -> Loaded:
     """Find (see `find_config`), read and validate the configuration over `base`."""
+    return load_over(path, [base])[0]
+
+
+def load_over(path: str | None, bases: list[Config | None]) -> list[Loaded]:
+    """The configuration over each of `bases`, from one read of the file: every harness
+    of one process sees the same file, even one being edited meanwhile."""
     found = find_config(path)
     if found is None:
-        return Loaded(base or Config(), None, None)
+        return [Loaded(base or Config(), None, None) for base in bases]
     mapping = read_mapping(found)
-    try:
-        config, state = _build(mapping, base)
-    except ConfigError as exc:
-        raise ConfigError(f"{found}: {exc}") from None
-    return Loaded(config, state, found)
+    loaded = []
+    for base in bases:
+        try:
+            config, state = _build(mapping, base)
+        except ConfigError as exc:
+            raise ConfigError(f"{found}: {exc}") from None
+        loaded.append(Loaded(config, state, found))
+    return loaded
 
 
 def hook_config(config_path: str | None = None, harness: Any = None) -> tuple[Config, str | None]:
@@ -96,11 +105,15 @@ def hook_config(config_path: str | None = None, harness: Any = None) -> tuple[Co
     state directory, since a supervisor has no other way to see a tripped hook agent. A
     config file's own `exempt`, `ignoreArgs` or `incidentLog` replaces these.
     """
+    loaded = load(config_path, base=hook_defaults(harness))
+    return loaded.config, loaded.state
+
+
+def hook_defaults(harness: Any = None) -> Config:
+    """What `hook_config` loads the file over: the harness's defaults, the incident log on."""
     from .paths import default_incident_log
 
-    base = harness_defaults(harness).replace(incident_log=default_incident_log())
-    loaded = load(config_path, base=base)
-    return loaded.config, loaded.state
+    return harness_defaults(harness).replace(incident_log=default_incident_log())
 
 
 def harness_defaults(harness: Any = None) -> Config:

@@ -23,22 +23,16 @@ from __future__ import annotations
 import os
 import sys
 
-from .cjson import loads
-from .harnesses import DEFAULT, Call, Malformed, Prompt, load
+from .harnesses import DEFAULT, Malformed, load
+from .invocation import UsageError, parse_hook
+from .judge import MAX_EVENT_BYTES, event_of, judge
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable
     from typing import Any
 
-    from .breaker import Decision
     from .config import Config
-
-# A hook event is a few kilobytes; a Write of a large file can reach megabytes. Past this
-# the event is not judged (allowed), rather than letting one call eat memory and time.
-MAX_EVENT_BYTES = 16 * 1024 * 1024
-USAGE = "usage: dsh-circuit-breaker hook [--harness NAME] [--config FILE] [--state URL]"
 
 
 def say(message: str) -> None:
@@ -50,19 +44,6 @@ def say(message: str) -> None:
         sys.stderr.flush()
     except Exception:  # a closed stderr must not turn into a failure either
         pass
-
-
-def read_event(stream: Any) -> dict[str, Any]:
-    raw = stream.read(MAX_EVENT_BYTES + 1)
-    if len(raw) > MAX_EVENT_BYTES:
-        raise Malformed(f"event larger than {MAX_EVENT_BYTES} bytes, not judged")
-    try:
-        event = loads(raw)
-    except (ValueError, RecursionError):
-        raise Malformed("stdin is not a JSON hook event") from None
-    if not isinstance(event, dict):
-        raise Malformed(f"hook event must be a JSON object, got {type(event).__name__}")
-    return event
 
 
 def handle(
@@ -86,27 +67,6 @@ def handle(
         return _breaker(config, state_url(state, file_state))
 
     return judge(harness, what, config, open_breaker)[0]
-
-
-def judge(
-    harness: Any, what: Call | Prompt, config: Config, breaker: Callable[[], Any]
-) -> tuple[str | None, Decision | None]:
-    """What the harness gets back for one parsed event, and the decision behind it (None
-    for an event that is not a judged call). The one translation every transport shares:
-    the command hook and the HTTP guard (`guard/`) both answer through it.
-
-    `breaker` returns the breaker to use; it is called only when the event needs one,
-    so an unguarded call opens no store.
-    """
-    if isinstance(what, Call):
-        if not config.enabled or not config.guards(what.tool):
-            return None, None
-        decision: Decision = breaker().check(what.agent, what.tool, what.arguments)
-        answer: str | None = harness.answer(decision)
-        return answer, decision
-    if config.reset_on_user_prompt:
-        breaker().reset(what.agent)
-    return None, None
 
 
 def _ensure_parent(path: str) -> None:
@@ -172,12 +132,12 @@ def _main(argv: list[str] | None) -> int:
 
     _log.sink = say
     try:
-        options = parse_args(sys.argv[1:] if argv is None else argv)
+        options = parse_hook(sys.argv[1:] if argv is None else argv)
         if sys.stdin is None or sys.stdin.isatty():
             raise Malformed("expects a hook event as JSON on stdin")
-        event = read_event(sys.stdin.buffer)
+        event = event_of(sys.stdin.buffer.read(MAX_EVENT_BYTES + 1))
         out = handle(event, options.config, options.state, options.harness)
-    except Malformed as exc:
+    except (Malformed, UsageError) as exc:
         say(str(exc))
         return 0
     except Exception as exc:  # config errors, store errors, our own bugs: never block
@@ -192,40 +152,6 @@ def _main(argv: list[str] | None) -> int:
         except Exception as exc:  # the harness stopped listening: nothing left to do
             say(f"cannot write the decision: {exc}")
     return 0
-
-
-class Options:
-    """The hook's command-line options."""
-
-    __slots__ = ("config", "harness", "state")
-
-    def __init__(self) -> None:
-        self.harness = DEFAULT
-        self.config: str | None = None
-        self.state: str | None = None
-
-
-def parse_args(argv: list[str]) -> Options:
-    """`--harness NAME`, `--config FILE` and `--state URL`, by hand: argparse costs a
-    hook process more than its decision, and a usage error here must allow (exit 0), not
-    exit 2."""
-    options = Options()
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        name, eq, value = arg.partition("=")
-        if name not in ("--harness", "--config", "--state"):
-            raise Malformed(f"unknown argument {arg!r}; {USAGE}")
-        if not eq:
-            i += 1
-            if i >= len(argv):
-                raise Malformed(f"{name} needs a value; {USAGE}")
-            value = argv[i]
-        if not value.strip():  # would mean "the default" without a word
-            raise Malformed(f"{name}: an empty value; {USAGE}")
-        setattr(options, name[2:], value)
-        i += 1
-    return options
 
 
 # -- as a `dsh-circuit-breaker` subcommand (see cli.COMMANDS) ---------------------------

@@ -47,3 +47,30 @@ def append_incident(path: str, line: bytes) -> bool:
     except Exception as exc:  # a bad path or full disk must never touch a decision
         warn("dsh-circuit-breaker: cannot write incident log %s: %s", path, exc)
         return False
+
+
+def record_of(line: str) -> dict[str, Any] | None:
+    """The incident a log line holds, or None when the line is not one (not JSON, too
+    deeply nested, not an object, or a field of the wrong type): such lines are counted,
+    never printed, since their bytes may be anything."""
+    import json
+
+    try:
+        record: Any = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    for name in ("time", "kind", "tool"):
+        if not isinstance(record.get(name, ""), str):
+            return None
+    for name in ("count", "limit"):
+        value = record.get(name, 0)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return None
+    agent, keys = record.get("agent"), record.get("agentKeys")
+    if agent is not None and not isinstance(agent, (str, int)):
+        return None
+    if keys is not None and not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+        return None
+    return record

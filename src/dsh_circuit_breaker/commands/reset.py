@@ -6,15 +6,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..agents import forget
 from ..display import plural, printable
 from ..usage import FAILED, error
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ..state import AgentState
-    from ..stores.base import Store
-
-SUGGESTED = 5  # similar stored ids named for an id that is not in the store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,8 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..agents import describe
     from ._state import open_state
-    from .status import describe
 
     wanted: list[str] = list(dict.fromkeys(args.agents))
     config, url, store = open_state(args.config, args.state)
@@ -58,30 +52,3 @@ def run(args: argparse.Namespace) -> int:
             "its next call starts afresh"
         )
     return FAILED if len(found) < len(wanted) else 0
-
-
-def forget(
-    store: Store, wanted: list[str]
-) -> tuple[dict[str, AgentState | None], dict[str, list[str]]]:
-    """Reset each wanted agent that `store` holds. Returns the state each one had (None:
-    an unreadable record, removed as well) and, for each wanted id, stored ids that
-    resemble it (for one that is not in the store)."""
-    found: dict[str, AgentState | None] = {}
-    similar: dict[str, list[str]] = {agent: [] for agent in wanted}
-    for agent, state in store.agents():
-        if agent in similar:
-            found[agent] = state
-        else:
-            _note_similar(agent, similar)
-    for agent in found:
-        store.reset(agent)
-    return found, similar
-
-
-def _note_similar(stored: str, similar: dict[str, list[str]]) -> None:
-    """Remember `stored` for each wanted id it resembles: it contains that id, or ends in
-    the same subagent id (`SESSION/AGENT_ID` given as `AGENT_ID`, or under another session)."""
-    for agent, names in similar.items():
-        tail = agent.rsplit("/", 1)[-1]
-        if len(names) < SUGGESTED and (agent in stored or stored.endswith("/" + tail)):
-            names.append(stored)

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from ..config import Config
+from ..agents import describe
 from ..display import plural, printable, utc
 from ..usage import int_in
 
@@ -24,42 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=50,
         help="most recent agents shown (default: 50)",
     )
-
-
-def describe(agent: str, state: Any, config: Config) -> dict[str, Any]:
-    """One agent's standing: calls against the cap, its most repeated call against the
-    duplicate limit (counted as the rules count it), its budgets, its refusals in a row
-    against stopAfterDenials, and what has tripped (`stop`: its next refusal stops it)."""
-    copies = state.since if config.reset_on_new_call else state.counts
-    top = max(copies.values(), default=0)
-    cap = config.max_calls_per_agent
-    tripped = []
-    if cap and state.calls >= cap:
-        tripped.append("cap")
-    if top >= config.duplicate_limit:
-        tripped.append("duplicate")
-    budgets = {
-        pattern: {"spent": state.spent.get(pattern, 0), "limit": limit}
-        for pattern, limit in config.tool_limits.items()
-    }
-    if any(b["spent"] >= b["limit"] for b in budgets.values()):
-        tripped.append("budget")
-    stop = config.stop_after_denials
-    if stop and state.denials >= stop:
-        tripped.append("stop")
-    return {
-        "agent": agent,
-        "calls": state.calls,
-        "cap": cap,
-        "topRepeat": top,
-        "duplicateLimit": config.duplicate_limit,
-        "budgets": budgets,
-        "denialsInARow": state.denials,
-        "stopAfterDenials": stop,
-        "tripped": tripped,
-        "reported": sorted(state.reported),
-        "updated": state.updated,
-    }
 
 
 def run(args: argparse.Namespace) -> int:

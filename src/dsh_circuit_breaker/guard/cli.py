@@ -1,5 +1,6 @@
-"""`serve --http`'s options, and running it: the server (`http`) or `--ensure`
-(`ensure`). Imported by `serve`'s parser, so it imports neither until run."""
+"""`dsh-circuit-breaker serve`: the resident guard, over stdio (`stdio`, the JavaScript
+plugins' guard) or HTTP (`http`, with `--ensure` and `--stop` in `ensure`). Imported by
+`serve`'s parser, so it imports none of them until run."""
 
 from __future__ import annotations
 
@@ -14,6 +15,24 @@ from ..config_file import ENV_TOKEN
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    transport = parser.add_mutually_exclusive_group(required=True)
+    transport.add_argument(
+        "--stdio",
+        action="store_true",
+        help="speak newline-delimited JSON on stdin/stdout (a harness plugin's guard)",
+    )
+    transport.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="answer HTTP hooks, the live page and /metrics (loopback by default)",
+    )
+    parser.add_argument(
+        "--config-json",
+        default=None,
+        metavar="JSON",
+        help="--stdio: breaker config as a JSON object (camelCase keys); a `hello` replaces it",
+    )
+    parser.add_argument("--state", default=None, metavar="URL", help="state store URL")
     group = parser.add_argument_group("HTTP guard (--http)")
     group.add_argument("--config", metavar="FILE", help="config file (as the hook reads it)")
     group.add_argument(
@@ -47,9 +66,10 @@ def build(args: argparse.Namespace) -> Any:
     OSError say what is wrong."""
     import ssl
 
+    from .. import token as tokens
+    from ..address import is_loopback, parse_address
     from ..config import ConfigError
-    from . import token as tokens
-    from .http import GuardHTTPServer, is_loopback, parse_address
+    from .http import GuardHTTPServer
     from .service import Guard
 
     host, port = parse_address(args.http)
@@ -81,6 +101,10 @@ def build(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.http is None:
+        from . import stdio
+
+        return stdio.run(args.config_json, args.state)
     import logging
 
     from ..config import ConfigError
@@ -100,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         return error(f"serve --http {args.http}: {exc}")
     from .._version import __version__
-    from .http import page_url
+    from ..address import page_url
     from .service import redacted
 
     warning = server.guard.open()

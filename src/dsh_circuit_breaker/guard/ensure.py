@@ -22,11 +22,11 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from .. import token as tokens
 from ..config import ConfigError
 from ..config_file import ENV_TOKEN
 from ..files import open_private, private_directory
 from ..paths import default_state_dir
-from . import token as tokens
 
 START_SECONDS = 10.0
 LOG_NAME = "http-guard.log"
@@ -58,7 +58,7 @@ def log_path() -> str:
 
 
 def ensure(args: argparse.Namespace) -> int:
-    from .http import url_of
+    from ..address import url_of
 
     if args.allow_remote or args.tls_cert:
         return _say("--ensure starts a loopback service only; start a remote one yourself", code=2)
@@ -97,7 +97,7 @@ def ensure(args: argparse.Namespace) -> int:
 def stop(args: argparse.Namespace) -> int:
     """Stop the guard answering on the address with this token (its /healthz names its
     pid); 0 once nothing answers there."""
-    from .http import url_of
+    from ..address import url_of
 
     try:
         token = tokens.resolve(args.token, create=False)
@@ -137,13 +137,9 @@ def _alive(pid: int) -> bool:
 
 
 def _start(args: argparse.Namespace, token: str) -> subprocess.Popen[bytes]:
-    from ..harnesses._settings import entry_point
+    from ..invocation import serve_command
 
-    command = [*entry_point(), "serve", "--http", args.http]
-    if args.config:
-        command += ["--config", os.path.abspath(os.path.expanduser(args.config))]
-    if args.state:
-        command += ["--state", args.state]
+    command = serve_command(args.http, args.config, args.state)
     private_directory(default_state_dir())
     log = open_private(log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import ipaddress
 import json
 import os
 import secrets
@@ -40,17 +39,17 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from .._log import warn
 from .._version import __version__
+from ..address import is_loopback
 from ..harnesses import HARNESSES
-from ..hook import MAX_EVENT_BYTES
+from ..judge import MAX_EVENT_BYTES
 from ..stores import StoreUnavailable
 from .metrics import CONTENT_TYPE
 from .service import Guard
 
-DEFAULT_PORT = 8741
 MAX_HOOK_BODY = MAX_EVENT_BYTES
 MAX_API_BODY = 64 * 1024
 REQUEST_SECONDS = 10.0  # to send a whole request (headers and body), from its first wait
@@ -241,8 +240,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(500, {"error": f"{type(exc).__name__}: {exc}"}, close=True)
 
     def _no_token_page(self) -> None:
+        from .. import token as tokens
         from ..config_file import ENV_TOKEN
-        from . import token as tokens
         from .unauthorized import page
 
         self._send(
@@ -407,41 +406,3 @@ def _page_parts() -> tuple[str, str]:
         package.joinpath("page.html").read_text(encoding="utf-8"),
         package.joinpath("page.js").read_text(encoding="utf-8"),
     )
-
-
-# -- addresses ---------------------------------------------------------------------------
-def parse_address(text: str) -> tuple[str, int]:
-    """`[HOST:]PORT` (an IPv6 host in brackets) -> (host, port); ValueError if not."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = "127.0.0.1", text
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"--http {text!r}: the port must be a number from 0 to 65535")
-    return host or "127.0.0.1", int(port)
-
-
-def is_loopback(host: str) -> bool:
-    """Every address `host` stands for is a loopback address."""
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        pass
-    try:
-        found = socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    return bool(found) and all(ipaddress.ip_address(f[4][0]).is_loopback for f in found)
-
-
-def url_of(address: str) -> str:
-    """The base URL a client on this machine uses for `serve --http ADDRESS`."""
-    host, port = parse_address(address)
-    if host in ("0.0.0.0", "::"):
-        host = "127.0.0.1"
-    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
-
-
-def page_url(origin: str, token: str) -> str:
-    return f"{origin}/?token={quote(token)}"

@@ -24,18 +24,16 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from .._log import warn
-from ..breaker import CircuitBreaker, Decision
-from ..cjson import loads
-from ..commands.incidents import record_of
-from ..commands.reset import forget
-from ..commands.status import describe
+from ..agents import describe, forget
+from ..breaker import Decision
 from ..config import Config
-from ..config_file import hook_config, state_url
-from ..harnesses import Call, Malformed, load
-from ..hook import judge
+from ..harnesses import Call, Malformed
+from ..incidents import record_of
+from ..judge import event_of, judge
 from ..state import AgentState
-from ..stores import StoreUnavailable, store_from_url
+from ..stores import StoreUnavailable
 from ..stores.base import Store
+from .core import Harnesses
 from .metrics import Metrics
 from .preview import Repeat, preview
 
@@ -112,14 +110,16 @@ class Guard:
     ) -> None:
         self.metrics = metrics or Metrics()
         self.config_path = config_path
-        config, file_state = hook_config(config_path)  # a bad file fails here, at start
-        self.config = config
-        self.url = state_url(state, file_state)
-        self.store = CountingStore(store_from_url(self.url, config), self.metrics.store_error)
+        # A bad file fails here, at start, and is never read again.
+        self.harnesses = Harnesses(
+            config_path, state, lambda store: CountingStore(store, self.metrics.store_error)
+        )
+        self.config = config = self.harnesses.config
+        self.url = self.harnesses.url
+        self.store = self.harnesses.store
         if config.incident_log:
             _private_parent(config.incident_log)
         self._lock = threading.Lock()
-        self._harnesses: dict[str, tuple[Any, Config, CircuitBreaker]] = {}
         self._activity: OrderedDict[str, Activity] = OrderedDict()
 
     def open(self) -> str | None:
@@ -135,30 +135,18 @@ class Guard:
         self.store.close()
 
     # -- hook events ---------------------------------------------------------------------
-    def harness(self, name: str) -> tuple[Any, Config, CircuitBreaker]:
-        """The harness module, its config (the harness's exempt spellings added, as the
-        command hook has them) and its breaker over the shared store; Malformed for a
-        name that is not a command-hook harness."""
-        with self._lock:
-            found = self._harnesses.get(name)
-            if found is None:
-                module = load(name)
-                config, _ = hook_config(self.config_path, module)
-                found = (module, config, CircuitBreaker(config, state=self.store))
-                self._harnesses[name] = found
-            return found
-
     def hook(self, name: str, body: bytes) -> Answer:
         """Judge one event of harness `name` (already known to exist): the bytes the
         command hook would print. Anything malformed, and any error of our own, allows."""
-        module, config, breaker = self.harness(name)
+        harness = self.harnesses.get(name)
+        module, config = harness.module, harness.config
         started = time.perf_counter()
         try:
-            event = _event(body)
+            event = event_of(body)
             what = module.parse(event)
             if what is None:
                 return Answer(b"")
-            answer, decision = judge(module, what, config, lambda: breaker)
+            answer, decision = judge(module, what, config, lambda: harness.breaker)
         except Malformed as exc:
             self.metrics.count("malformed", name)
             return Answer(b"", f"{name}: {exc}; allowed")
@@ -178,7 +166,7 @@ class Guard:
         return Answer(b"" if answer is None else answer.encode())
 
     def _saw(self, harness: str, call: Call, decision: Decision) -> None:
-        config = self.harness(harness)[1]
+        config = self.harnesses.get(harness).config
         text = preview(call.arguments, config.ignore_args) if config.preview_arguments else ""
         with self._lock:
             activity = self._activity_of(call.agent, harness)
@@ -333,16 +321,6 @@ def _event_json(event: tuple[Any, ...]) -> dict[str, Any]:
         "limit": limit,
         "stop": stop,
     }
-
-
-def _event(body: bytes) -> dict[str, Any]:
-    try:
-        event = loads(body)
-    except (ValueError, RecursionError):
-        raise Malformed("the body is not a JSON hook event") from None
-    if not isinstance(event, dict):
-        raise Malformed(f"a hook event must be a JSON object, got {type(event).__name__}")
-    return event
 
 
 def _status(tripped: list[str], last_denied: bool) -> str:

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..invocation import hook_command, options_of
 from ..usage import FAILED, directory, error
 from . import _doctor, _http_hook, _settings
 
@@ -113,7 +114,7 @@ def install(harness: Any, args: argparse.Namespace) -> int:
         return FAILED
     if getattr(args, "http", None):
         return _http_hook.install(harness, args, path, settings)
-    command = _settings.hook_command(args.config, args.state, harness.NAME)
+    command = hook_command(args.config, args.state, harness.NAME)
     wanted = _ops(harness, "with_ours")(settings, command)
     if wanted == settings:
         print(f"{harness.LABEL}: already installed in {path}\n  hook command: {command}")
@@ -162,10 +163,8 @@ def doctor(harness: Any, args: argparse.Namespace) -> int:
         _doctor.doctor_command(report, command, harness.probe_events(session))
     if commands and getattr(harness, "NOTE", None):
         report.note(harness.NOTE)
-    if commands:
-        config, state = _doctor.options_of(commands[0])
-    else:  # the guard's start command says what it runs with
-        config, state = _http_hook.options_of(http[0]) if http else (None, None)
+    # The hook's command says what it runs with, else the guard's start command.
+    config, state = options_of([*commands, *http][0]) if commands or http else (None, None)
     _doctor.doctor_config_and_state(report, args.config or config, args.state or state, harness)
     return report.finish()
 

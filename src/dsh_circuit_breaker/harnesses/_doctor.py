@@ -5,7 +5,6 @@ its state store takes a write."""
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import subprocess
 import time
@@ -13,9 +12,6 @@ import uuid
 from typing import Any
 
 from ._settings import HOOK_TIMEOUT
-
-# Where the hook's own arguments end in an installed command (e.g. Gemini CLI's `|| true`).
-SHELL_OPERATORS = ("||", "&&", ";", "|")
 
 
 class Report:
@@ -101,20 +97,6 @@ def doctor_command(report: Report, command: str, events: list[dict[str, Any]]) -
             report.problem(f"hook command warned on {name}: {done.stderr.strip()[:500]}")
             return
         report.ok(f"hook command runs ({name} answered in {elapsed:.0f} ms): {command}")
-
-
-def options_of(command: str) -> tuple[str | None, str | None]:
-    """The `--config` and `--state` written into an installed hook command."""
-    from ..hook import parse_args
-    from . import Malformed
-
-    words = shlex.split(command)
-    options_end = next((i for i, w in enumerate(words) if w in SHELL_OPERATORS), len(words))
-    try:
-        options = parse_args(words[words.index("hook") + 1 : options_end])
-    except (ValueError, Malformed):  # not our shape: the defaults apply
-        return None, None
-    return options.config, options.state
 
 
 def doctor_config_and_state(

@@ -25,16 +25,16 @@ interpolates only the variables `allowedEnvVars` names).
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import shlex
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from ..address import DEFAULT_PORT, url_of
 from ..config_file import ENV_TOKEN
+from ..invocation import ensure_command
 from . import _doctor, _settings
 
 
@@ -43,8 +43,6 @@ def supports(harness: Any) -> bool:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..guard.http import DEFAULT_PORT
-
     parser.add_argument(
         "--http",
         nargs="?",
@@ -53,25 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="post hook events to the resident guard (`serve --http`; default address "
         f"127.0.0.1:{DEFAULT_PORT}) instead of a hook process per call",
     )
-
-
-def ensure_command(address: str, config: str | None, state: str | None) -> str:
-    parts = [*_settings.entry_point(), "serve", "--http", address]
-    if config:
-        parts += ["--config", str(Path(config).expanduser().absolute())]
-    if state:
-        parts += ["--state", state]
-    return shlex.join([*parts, "--ensure"])
-
-
-def options_of(command: str) -> tuple[str | None, str | None]:
-    """The `--config` and `--state` written into a start command."""
-    words = shlex.split(command)
-    found: dict[str, str] = {}
-    for flag, value in itertools.pairwise(words):
-        if flag in ("--config", "--state"):
-            found[flag] = value
-    return found.get("--config"), found.get("--state")
 
 
 def http_handler(url: str) -> dict[str, Any]:
@@ -90,8 +69,6 @@ def with_ours(
 ) -> dict[str, Any]:
     """A copy of `settings` with our HTTP hooks, the start command and the token in its
     `env` (any earlier entry of ours, command or HTTP, replaced)."""
-    from ..guard.http import url_of
-
     result = _settings.without_ours(settings)
     hooks = dict(result.get("hooks") or {})
     url = f"{url_of(address)}/hook/{harness.NAME}"
@@ -119,9 +96,9 @@ def ours(settings: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def install(harness: Any, args: argparse.Namespace, path: Path, settings: dict[str, Any]) -> int:
+    from .. import token as tokens
+    from ..address import parse_address
     from ..config import ConfigError
-    from ..guard import token as tokens
-    from ..guard.http import parse_address
     from ..usage import error
 
     if not args.file and args.scope == "project":

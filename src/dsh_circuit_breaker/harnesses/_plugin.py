@@ -5,7 +5,7 @@ the harness's users put their own plugins (user scope). It imports our adapter
 (`js/<harness>.mjs`, shipped in this package) by absolute path and calls it with what
 `install` was given: the harness's name, the interpreter that runs the guard, and the
 config file and state URL (null: those the command hooks find). The guard then loads its
-config at every start as that harness's command hook would (serve.py's hello with
+config at every start as that harness's command hook would (guard/stdio.py's hello with
 `harness`), so editing the config file needs no reinstall. A harness only discovers
 `.js`/`.ts` files there, so the backups (`dsh-circuit-breaker.js.bak-<UTC time>`) beside
 it are never loaded.

@@ -16,68 +16,20 @@ from __future__ import annotations
 import glob
 import json
 import os
-import shlex
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from ..config_file import ENV_TOKEN
+from ..invocation import is_ours
 
 HOOK_TIMEOUT = 30  # seconds; the hook answers in milliseconds, its lock wait is 2 s
-# The hook runs this interpreter on a one-line program rather than the console script:
-# pip's script wrapper imports `re` first, a few milliseconds paid on every tool call.
-HOOK_PROGRAM = "from dsh_circuit_breaker.cli import main; main()"
-# Words that, followed by `hook`, make a command ours (older installs used the script).
-ENTRY_NAMES = (
-    "dsh-circuit-breaker",
-    "dsh_circuit_breaker.cli",
-    "dsh_circuit_breaker.hook",
-    HOOK_PROGRAM,
-)
 
 
 class SettingsError(Exception):
     """A settings file we must not touch (unreadable, not JSON, unexpected shape)."""
-
-
-def entry_point() -> list[str]:
-    """The absolute command that runs this interpreter's `dsh-circuit-breaker` main."""
-    return [os.path.abspath(sys.executable), "-c", HOOK_PROGRAM]
-
-
-def hook_command(
-    config: str | None = None, state: str | None = None, harness: str | None = None
-) -> str:
-    """The shell command the harness runs (through a shell, so every part is quoted)."""
-    from . import DEFAULT
-
-    parts = [*entry_point(), "hook"]
-    if harness and harness != DEFAULT:
-        parts += ["--harness", harness]
-    if config:
-        parts += ["--config", os.path.abspath(os.path.expanduser(config))]
-    if state:
-        parts += ["--state", state]
-    return shlex.join(parts)
-
-
-def is_ours(command: Any, verb: str = "hook") -> bool:
-    """`command` runs this package's `hook` (or another `verb`: `serve`, for the start
-    command of an HTTP install, `serve --http ... --ensure`)."""
-    if not isinstance(command, str):
-        return False
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return False
-    for i, word in enumerate(words[:-1]):
-        name = os.path.basename(word)
-        if name in ENTRY_NAMES and words[i + 1] == verb:
-            return verb != "serve" or "--ensure" in words[i + 2 :]
-    return False
 
 
 def is_our_http(handler: Any) -> bool:

@@ -142,7 +142,7 @@ def read_settings(path: Path) -> dict[str, Any]:
 
 
 def _is_ours(handler: Any) -> bool:
-    from ._settings import is_ours
+    from ..invocation import is_ours
 
     return (
         isinstance(handler, dict)

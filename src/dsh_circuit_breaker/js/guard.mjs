@@ -30,7 +30,7 @@ export class ConfigFailure extends Error {}
 // file, say) before the client's (env, then the venv this file is installed in).
 // `logger` has `warn(format, ...args)`. `hello`: more fields for the guard's hello, e.g.
 // `{harness, configFile}` to have the guard read its config as that harness's command
-// hook would (see serve.py).
+// hook would (see guard/stdio.py).
 export async function startGuard({ config, logger, python, pluginFile, label = 'dsh-circuit-breaker', hello = {} }) {
   const options = config ?? {};
   if (typeof options !== 'object' || Array.isArray(options)) {
@@ -89,7 +89,7 @@ function findPython(options, adapterGuess) {
 }
 
 // `startGuard` for an adapter whose guard loads its config as that harness's command hook
-// would (serve.py: the config file, the harness's exempt spellings, the incident log and
+// would (guard/stdio.py: the config file, the harness's exempt spellings, the incident log and
 // the state store). `options`: what the loader (or the harness's own plugin options)
 // passes: `harness` and `configFile` go into the hello, every other key is `config` (the
 // client's own keys, and breaker keys that override the file's).

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker.dsh.serve import MAX_REQUEST_BYTES, GuardServer
+from dsh_circuit_breaker.guard.stdio import MAX_REQUEST_BYTES, GuardServer
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.streams import readline
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import secrets
 
-from ..config import ConfigError
-from ..config_file import ENV_TOKEN
-from ..files import open_private, private_directory, read_regular
-from ..paths import default_state_dir
+from .config import ConfigError
+from .config_file import ENV_TOKEN
+from .files import open_private, private_directory, read_regular
+from .paths import default_state_dir
 
 FILE_NAME = "http-token"
 MIN_LENGTH = 16

@@ -1,4 +1,5 @@
-"""`dsh-circuit-breaker serve --stdio`: the guard process a harness plugin talks to.
+"""`dsh-circuit-breaker serve --stdio`: the guard over stdio, which every JavaScript plugin
+(js/guard.mjs, the DSH plugin.mjs) starts and talks to.
 
 One long-lived process holds one CircuitBreaker; the plugin (the DSH plugin.mjs, or any
 other host) writes one JSON object per line on stdin and reads one per line on stdout.
@@ -41,9 +42,7 @@ and the same line goes to stderr.
 
 from __future__ import annotations
 
-import argparse
 import json
-import logging
 import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -53,7 +52,9 @@ from .._log import warn
 from .._version import __version__
 from ..breaker import CircuitBreaker
 from ..config import Config, ConfigError
+from ..config_file import state_url
 from ..stores import StoreUnavailable
+from .core import harness_config
 
 Reply = dict[str, Any]
 
@@ -165,15 +166,10 @@ class GuardServer:
         harness = request.get("harness")
         if harness is None:
             return Config.from_mapping(raw), state
-        from ..config_file import hook_config, state_url
-        from ..harnesses import target_module, targets
-
-        if harness not in targets():
-            raise ConfigError(f"unknown harness {harness!r}; known: {', '.join(targets())}")
         path = request.get("configFile")
         if path is not None and not isinstance(path, str):
             raise ConfigError(f"configFile must be a path, got {type(path).__name__}")
-        base, file_state = hook_config(path, target_module(harness))
+        base, file_state = harness_config(harness, path)
         return Config.from_mapping(raw, base=base), state_url(state, file_state)
 
     def _forget(self, request: dict[str, Any]) -> Reply | None:
@@ -240,42 +236,17 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    transport = parser.add_mutually_exclusive_group(required=True)
-    transport.add_argument(
-        "--stdio",
-        action="store_true",
-        help="speak newline-delimited JSON on stdin/stdout (a harness plugin's guard)",
-    )
-    transport.add_argument(
-        "--http",
-        metavar="[HOST:]PORT",
-        help="answer HTTP hooks, the live page and /metrics (loopback by default)",
-    )
-    parser.add_argument(
-        "--config-json",
-        default=None,
-        metavar="JSON",
-        help="breaker config as a JSON object (camelCase keys); a `hello` request replaces it",
-    )
-    parser.add_argument("--state", default=None, metavar="URL", help="state store URL")
-    from ..guard import cli
+def run(config_json: str | None, state: str | None) -> int:
+    """`serve --stdio`: answer requests on stdin until it closes."""
+    import logging
 
-    cli.add_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.http is not None:
-        from ..guard import cli
-
-        return cli.run(args)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
     try:
-        config = Config.from_mapping(json.loads(args.config_json)) if args.config_json else None
+        config = Config.from_mapping(json.loads(config_json)) if config_json else None
     except (ValueError, ConfigError) as exc:
         return usage.error(f"serve --stdio --config-json: {exc}")
     try:
-        server = GuardServer(config, args.state)
+        server = GuardServer(config, state)
     except (ValueError, ConfigError) as exc:
         return usage.error(f"serve --stdio: {exc}")
     try:

@@ -1,0 +1,71 @@
+"""The guard's core: a harness's name -> its module, the config its command hook would
+load, and a breaker. Every transport looks a harness up here (stdio for the JavaScript
+plugins, HTTP for HTTP hooks, the MCP relay), so each judges a harness's calls with
+exactly the config and spellings its command hook has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+
+from ..breaker import CircuitBreaker
+from ..config import Config, ConfigError
+from ..config_file import hook_config, hook_defaults, load_over, state_url
+from ..harnesses import HARNESSES, Malformed, load, target_module, targets
+from ..stores import store_from_url
+from ..stores.base import Store
+
+
+def harness_config(name: object, config_file: str | None) -> tuple[Config, str | None]:
+    """The config harness `name` (any registered harness) has in its command hook, from
+    `config_file` (None: the hook's default file), and the state URL the file names;
+    `ConfigError` for an unknown name or a bad file."""
+    if not isinstance(name, str) or name not in targets():
+        raise ConfigError(f"unknown harness {name!r}; known: {', '.join(targets())}")
+    return hook_config(config_file, target_module(name))
+
+
+class Harness:
+    """A command-hook harness as the guard judges it: its module, its config, its breaker."""
+
+    __slots__ = ("breaker", "config", "module", "name")
+
+    def __init__(self, name: str, module: ModuleType, config: Config, store: Store) -> None:
+        self.name = name
+        self.module = module
+        self.config = config
+        self.breaker = CircuitBreaker(config, state=store)
+
+
+class Harnesses:
+    """Every command-hook harness over one store: the config of each loaded once, at
+    start, from one read of the file (a bad file fails the start, naming the key), so a
+    file edited, half-written or removed later changes nothing until the guard restarts.
+
+    `config` (no harness's spellings) and `url` are what the page and `status` use;
+    `wrap` may wrap the store every breaker shares (the guard counts its failures)."""
+
+    def __init__(
+        self,
+        config_path: str | None,
+        state: str | None,
+        wrap: Callable[[Store], Store] = lambda store: store,
+    ) -> None:
+        modules = {name: load(name) for name in HARNESSES}
+        bases: list[Config | None] = [hook_defaults(), *map(hook_defaults, modules.values())]
+        plain, *loaded = load_over(config_path, bases)
+        self.config = plain.config
+        self.url = state_url(state, plain.state)
+        self.store = wrap(store_from_url(self.url, self.config))
+        self._by_name = {
+            name: Harness(name, module, found.config, self.store)
+            for (name, module), found in zip(modules.items(), loaded, strict=True)
+        }
+
+    def get(self, name: str) -> Harness:
+        """`Malformed` for a name that is not a command-hook harness."""
+        found = self._by_name.get(name)
+        if found is None:
+            raise Malformed(f"unknown harness {name!r}; known: {', '.join(HARNESSES)}")
+        return found

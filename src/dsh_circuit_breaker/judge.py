@@ -1,0 +1,55 @@
+"""One hook event in, the harness's answer out: the translation every transport shares.
+The command hook (`hook.py`, a process per event) and the HTTP guard (`guard/`, one
+process for all) both read an event with `event_of` and answer it with `judge`; only
+the process around them differs.
+"""
+
+from __future__ import annotations
+
+from .cjson import loads
+from .harnesses import Call, Malformed, Prompt
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from .breaker import Decision
+    from .config import Config
+
+# A hook event is a few kilobytes; a Write of a large file can reach megabytes. Past this
+# the event is not judged (allowed), rather than letting one call eat memory and time.
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+
+def event_of(raw: bytes) -> dict[str, Any]:
+    """The hook event `raw` holds; `Malformed` for anything that is not one."""
+    if len(raw) > MAX_EVENT_BYTES:
+        raise Malformed(f"event larger than {MAX_EVENT_BYTES} bytes, not judged")
+    try:
+        event = loads(raw)
+    except (ValueError, RecursionError):
+        raise Malformed("the input is not a JSON hook event") from None
+    if not isinstance(event, dict):
+        raise Malformed(f"a hook event must be a JSON object, got {type(event).__name__}")
+    return event
+
+
+def judge(
+    harness: Any, what: Call | Prompt, config: Config, breaker: Callable[[], Any]
+) -> tuple[str | None, Decision | None]:
+    """What the harness gets back for one parsed event, and the decision behind it (None
+    for an event that is not a judged call).
+
+    `breaker` returns the breaker to use; it is called only when the event needs one,
+    so an unguarded call opens no store.
+    """
+    if isinstance(what, Call):
+        if not config.enabled or not config.guards(what.tool):
+            return None, None
+        decision: Decision = breaker().check(what.agent, what.tool, what.arguments)
+        answer: str | None = harness.answer(decision)
+        return answer, decision
+    if config.reset_on_user_prompt:
+        breaker().reset(what.agent)
+    return None, None
