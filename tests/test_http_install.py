@@ -36,6 +36,9 @@ def test_install_writes_http_hooks_and_the_start_command(tmp_path: Path) -> None
     done = cli(env, "install", "claude-code", "--http", "127.0.0.1:9999", "--config", "b.toml")
     assert done.returncode == 0, done
     assert "every prompt and tool call is refused" in done.stdout
+    token_file = state_dir(tmp_path) / "http-token"
+    page = f"  the live page: http://127.0.0.1:9999/?token={token_file.read_text().strip()}\n"
+    assert page in done.stdout  # was only in the guard's log, once it started
     data: dict[str, Any] = json.loads(settings.read_text())
     token = (state_dir(tmp_path) / "http-token").read_text().strip()
     assert data["env"] == {"KEEP": "1", "DSH_CIRCUIT_BREAKER_TOKEN": token}

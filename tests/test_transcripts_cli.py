@@ -325,9 +325,15 @@ def test_html_page_title_order_and_folded_quiet_runs(
     table = table[: table.index("</table>")]
     assert table.index("b-many.jsonl") < table.index("a-few.jsonl")
     assert "c-quiet" not in table
-    assert page.index("<h2>b-many.jsonl") < page.index("<h2>a-few.jsonl")  # timelines too
+
+    def heading(text: str, html: str) -> int:  # a run's chart heading, its anchor aside
+        found = re.search(rf'<h2 id="run-\d+">{re.escape(text)}', html)
+        assert found is not None, text
+        return found.start()
+
+    assert heading("b-many.jsonl", page) < heading("a-few.jsonl", page)  # timelines too
     folded = page[page.index("<details><summary>1 run with nothing denied</summary>") :]
-    assert folded.index("<h2>c-quiet.jsonl") < folded.index("</details>")
+    assert heading("c-quiet.jsonl", folded) < folded.index("</details>")
     assert "3 calls, 3 distinct; nothing denied" in folded
     assert "1 call denied" in page and "6 calls denied" in page
     assert "1 calls" not in page

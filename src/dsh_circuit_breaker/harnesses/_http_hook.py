@@ -97,7 +97,7 @@ def ours(settings: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 def install(harness: Any, args: argparse.Namespace, path: Path, settings: dict[str, Any]) -> int:
     from .. import token as tokens
-    from ..address import parse_address
+    from ..address import page_url, parse_address, url_of
     from ..config import ConfigError
     from ..usage import error
 
@@ -118,7 +118,8 @@ def install(harness: Any, args: argparse.Namespace, path: Path, settings: dict[s
         f"  hook URL: {url} ({', '.join(harness.HTTP_EVENTS)})\n"
         f"  {harness.START_EVENT} starts the guard unless it answers: {command}\n"
         "  while the guard cannot be asked, every prompt and tool call is refused "
-        "(onFailure: block)"
+        "(onFailure: block)\n"
+        f"  the live page: {page_url(url_of(args.http), token)}"
     )
     if wanted == settings:
         print(f"{harness.LABEL}: already installed in {path}\n{summary}")
