@@ -68,6 +68,13 @@ def state_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
     return STORE_URLS[request.param](tmp_path)
 
 
+@pytest.fixture(scope="session")
+def harness_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory the end-to-end runs of a session share (a harness CLI's unpacked
+    binaries, e.g. Copilot's 240 MB): once, rather than in every test's HOME."""
+    return tmp_path_factory.mktemp("harness-cache")
+
+
 @pytest.fixture
 def installed(tmp_path: Path) -> Installed:
     """The wheel as a user installs it (tests/support/installed.py), with a scratch HOME."""

@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from conftest import require
+from support.command_hook_harnesses import E2E_BIN, ClaudeCode, Outcome, json_objects
 from support.fake_anthropic import FakeAnthropic, tool_use
 from support.guard_service import Service, metric_samples, state_dir
 from support.installed import Installed
 
-CLAUDE = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "claude"
 DENIAL_START = "Circuit breaker: this Bash call was NOT run."
 pytestmark = pytest.mark.timeout(300)  # one CLI run per test (240 s at most)
 MARKER = """import os, sys
@@ -35,71 +35,43 @@ with open(os.environ["PYTHON_START_LOG"], "a") as log:
 """
 
 
-@pytest.fixture
-def claude() -> Path:
-    require(CLAUDE.exists(), "the Claude Code CLI (tests/e2e: npm ci)")
-    return CLAUDE
-
-
-class Session:
-    """The installed wheel's `install claude-code --http` for the guard at `address`, in
-    the test's private HOME."""
+class Session(ClaudeCode):
+    """Claude Code as the suite runs it (support/command_hook_harnesses.py), installed with
+    `install claude-code --http` for the guard at `address`; a marker logs every Python
+    start under the CLI."""
 
     def __init__(self, installed: Installed, address: str) -> None:
-        self.home = home = installed.home
-        self.work = home / "work"
-        self.work.mkdir()
-        self.settings = home / "claude-settings.json"
-        self.env = {
-            k: v
-            for k, v in installed.env.items()
-            if not k.startswith(("ANTHROPIC_", "CLAUDE_", "CLAUDECODE"))
-        }
-        done = installed.run(
-            "install", "claude-code", "--http", address, "--settings", str(self.settings)
-        )
-        assert done.returncode == 0 and "installed in" in done.stdout, done.stderr
+        self.address = address
+        require(E2E_BIN.joinpath(self.executable).exists(), "the Claude Code CLI (tests/e2e)")
+        super().__init__(installed, installed.home)
+
+    def setup(self) -> None:
+        self.settings = self.home / "claude-settings.json"
+        done = self.install("--http", self.address, "--settings", str(self.settings))
+        assert "installed in" in done.stdout, done.stdout
         # What Claude Code starts once per session is the installed interpreter.
         (start,) = json.loads(self.settings.read_text())["hooks"]["SessionStart"]
-        assert start["hooks"][0]["command"].startswith(str(installed.python) + " "), start
-        marker = home / "marker"
+        assert start["hooks"][0]["command"].startswith(str(self.installed.python) + " "), start
+        marker = self.home / "marker"
         marker.mkdir()
         (marker / "sitecustomize.py").write_text(MARKER)
-        self.starts = home / "python-starts.log"
-        self.marked = dict(self.env, PYTHONPATH=str(marker), PYTHON_START_LOG=str(self.starts))
+        self.starts = self.home / "python-starts.log"
 
-    def run(self, model: FakeAnthropic, prompt: str) -> list[dict[str, Any]]:
-        env = dict(
-            self.marked,
-            ANTHROPIC_BASE_URL=model.url,
-            ANTHROPIC_API_KEY="sk-ant-fake-key-for-tests",
-            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-            DISABLE_TELEMETRY="1",
-            DISABLE_AUTOUPDATER="1",
-        )
-        done = subprocess.run(
-            [str(CLAUDE), "-p", prompt, "--output-format", "stream-json", "--verbose",
-             "--allowedTools", "Bash", "--settings", str(self.settings)],
-            env=env, cwd=self.work, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-            timeout=240,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
-        assert model.errors == []
-        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    def run_env(self, model: Any) -> dict[str, str]:
+        marked = {"PYTHONPATH": str(self.home / "marker"), "PYTHON_START_LOG": str(self.starts)}
+        return dict(super().run_env(model), **marked)
+
+    def read(self, done: subprocess.CompletedProcess[str], model: Any) -> Outcome:
+        # The run's result, whatever it was (a refused prompt is one).
+        events = json_objects(done.stdout)
+        return Outcome(done.stdout, done.stderr, events[-1], events, events[-1].get("session_id"))
 
     def python_starts(self) -> list[list[str]]:
         text = self.starts.read_text() if self.starts.exists() else ""
         return [eval(line) for line in text.splitlines()]  # our own repr() lines
 
 
-def probe_calls(side: Path) -> list[dict[str, Any]]:
-    return [
-        tool_use("Bash", {"command": f"echo cbprobe4 >> {side}", "description": f"Probe step {i}"})
-        for i in range(1, 11)
-    ]
-
-
-def assert_probe(model: FakeAnthropic, side: Path, events: list[dict[str, Any]]) -> None:
+def assert_probe(model: FakeAnthropic, side: Path, outcome: Outcome) -> None:
     """Six ran, the 7th and 8th were refused with the text in the very next model request,
     and the 9th (the third refusal in a row) was refused and ended the session: no model
     request after it."""
@@ -112,7 +84,7 @@ def assert_probe(model: FakeAnthropic, side: Path, events: list[dict[str, Any]])
         denied = model.result_in_next_request(use["id"])
         assert denied.is_error and DENIAL_START in denied.text
         assert "(runs: 6, limit: 6)" in denied.text
-    result = events[-1]
+    result = outcome.result
     assert (result["is_error"], result["terminal_reason"]) == (False, "hook_stopped")
     assert {d["tool_use_id"] for d in result["permission_denials"]} == {u["id"] for u in uses[6:]}
 
@@ -135,16 +107,16 @@ def decisions(service: Service) -> dict[str, float]:
     }
 
 
-def test_probe_over_http_with_no_hook_process(claude: Path, installed: Installed) -> None:
+def test_probe_over_http_with_no_hook_process(installed: Installed) -> None:
     with Service(
         installed.env, token=None, cli=[str(installed.cli)]
     ) as service:  # its token file, as installed
         address = f"127.0.0.1:{service.port}"
         session = Session(installed, address)
         side = session.work / "side.txt"
-        with FakeAnthropic([*probe_calls(side), "All ten probe steps attempted."]) as model:
-            events = session.run(model, "Run the cbprobe4 probe ten times.")
-        assert_probe(model, side, events)
+        with FakeAnthropic([*session.probe(side), "All ten probe steps attempted."]) as model:
+            outcome = session.run(model, "Run the cbprobe4 probe ten times.")
+        assert_probe(model, side, outcome)
         assert_no_hook_process(session, address)
         assert len(session.python_starts()) == 1  # one per session, none per call
         assert decisions(service) == {"allow": 6, "duplicate": 3}
@@ -153,11 +125,11 @@ def test_probe_over_http_with_no_hook_process(claude: Path, installed: Installed
         # The 9th call only: the session ended with it.
         assert samples[("dsh_circuit_breaker_stops_total", (("harness", "claude-code"),))] == 1
         (agent,) = service.json("/api/agents")["agents"]
-        assert agent["agent"] == events[-1]["session_id"]
+        assert agent["agent"] == outcome.session
         assert (agent["harness"], agent["calls"], agent["denials"]) == ("claude-code", 6, 3)
 
 
-def test_probe_over_http_with_stop_off_refuses_four(claude: Path, installed: Installed) -> None:
+def test_probe_over_http_with_stop_off_refuses_four(installed: Installed) -> None:
     # issue 15's probe as first specified (6 run, 4 refused), before stopping existed.
     config = installed.home / "breaker.json"
     config.write_text(json.dumps({"stopAfterDenials": 0}))
@@ -165,21 +137,21 @@ def test_probe_over_http_with_stop_off_refuses_four(claude: Path, installed: Ins
     with Service(env, token=None, cli=[str(installed.cli)]) as service:
         session = Session(installed, f"127.0.0.1:{service.port}")
         side = session.work / "side.txt"
-        with FakeAnthropic([*probe_calls(side), "All ten probe steps attempted."]) as model:
-            events = session.run(model, "Run the cbprobe4 probe ten times.")
+        with FakeAnthropic([*session.probe(side), "All ten probe steps attempted."]) as model:
+            outcome = session.run(model, "Run the cbprobe4 probe ten times.")
         assert side.read_text().splitlines() == ["cbprobe4"] * 6
         uses = model.tool_uses()
         assert len(uses) == 10 and len(model.model_requests) == 11
         for use in uses[6:]:
             denied = model.result_in_next_request(use["id"])
             assert denied.is_error and DENIAL_START in denied.text
-        assert events[-1]["result"] == "All ten probe steps attempted."
+        assert outcome.result["result"] == "All ten probe steps attempted."
         assert decisions(service) == {"allow": 6, "duplicate": 4}
         stops = ("dsh_circuit_breaker_stops_total", (("harness", "claude-code"),))
         assert stops not in metric_samples(service.metrics())
 
 
-def test_session_start_starts_the_guard(claude: Path, installed: Installed) -> None:
+def test_session_start_starts_the_guard(installed: Installed) -> None:
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{free.getsockname()[1]}"
@@ -190,9 +162,9 @@ def test_session_start_starts_the_guard(claude: Path, installed: Installed) -> N
 
     assert health(f"http://{address}", token) is None  # nothing answers before the session
     try:
-        with FakeAnthropic([*probe_calls(side), "Done."]) as model:
-            events = session.run(model, "Run the cbprobe4 probe ten times.")
-        assert_probe(model, side, events)
+        with FakeAnthropic([*session.probe(side), "Done."]) as model:
+            outcome = session.run(model, "Run the cbprobe4 probe ten times.")
+        assert_probe(model, side, outcome)
         assert_no_hook_process(session, address)
     finally:
         answer = health(f"http://{address}", token)
@@ -215,21 +187,19 @@ class NotTheGuard(BaseHTTPRequestHandler):
         pass
 
 
-def test_a_guard_that_cannot_be_asked_refuses_the_prompt(
-    claude: Path, installed: Installed
-) -> None:
+def test_a_guard_that_cannot_be_asked_refuses_the_prompt(installed: Installed) -> None:
     squatter = ThreadingHTTPServer(("127.0.0.1", 0), NotTheGuard)
     Thread(target=squatter.serve_forever, daemon=True).start()
     address = f"127.0.0.1:{squatter.server_address[1]}"
     try:
         session = Session(installed, address)
         side = session.work / "side.txt"
-        with FakeAnthropic([*probe_calls(side), "Done."]) as model:
-            events = session.run(model, "Run the cbprobe4 probe ten times.")
+        with FakeAnthropic([*session.probe(side), "Done."]) as model:
+            outcome = session.run(model, "Run the cbprobe4 probe ten times.")
     finally:
         squatter.shutdown()
         squatter.server_close()
-    result = events[-1]
+    result = outcome.result
     assert model.model_requests == []  # the prompt never reached the model
     assert not side.exists()  # and nothing ran unguarded
     assert "UserPromptSubmit operation blocked by hook" in result["result"]
@@ -238,7 +208,7 @@ def test_a_guard_that_cannot_be_asked_refuses_the_prompt(
     assert argv[1:] == ["serve", "--http", address, "--ensure"]
 
 
-def test_a_guard_gone_mid_session_refuses_each_call(claude: Path, installed: Installed) -> None:
+def test_a_guard_gone_mid_session_refuses_each_call(installed: Installed) -> None:
     service = Service(installed.env, token=None, cli=[str(installed.cli)])
     try:
         session = Session(installed, f"127.0.0.1:{service.port}")

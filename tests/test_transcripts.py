@@ -65,6 +65,39 @@ def test_detection_does_not_rely_on_the_file_name(tmp_path: Path) -> None:
     assert detect(str(renamed_dsh)) == "dsh"
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "found"),
+    [
+        # A name that says the format settles it, whatever the lines hold.
+        ("a.traj.json", '{"type":"user","message":{},"sessionId":"s"}\n', "mini-swe-agent"),
+        # JSONL records come before a document's keys; only the first line may be a header.
+        (
+            "b.jsonl",
+            '{"type":"session","id":"x"}\n{"type":"user","message":{},"uuid":"u"}\n',
+            "dsh",
+        ),
+        ("c.json", '{"a":1}\n{"type":"assistant","message":{},"uuid":"u"}\n', "claude-code"),
+        ("d.json", '{"a":1}\nbroken\n{"type":"assistant","message":{},"uuid":"u"}\n', None),
+        # A document's keys: simulations, then mini-swe-agent's, then openai's.
+        ("e.json", '{"messages": [], "simulations": []}', "tau2"),
+        ("f.json", '{"messages": [], "instance_id": "x"}', "mini-swe-agent"),
+        ("g.json", '{"traj": []}', "openai"),
+        ("h.json", '[{"role": "user"}]', "openai"),
+        ("i.json", "[]", None),
+        # The keys as far as they are read: tau2's come first; broken before the others.
+        ("j.json", '{"simulations": [1], "oops": }', "tau2"),
+        ("k.json", '{"instance_id": "x", "oops": }', None),
+        ("l.jsonl", '{"messages": []}', None),  # a JSONL name is no JSON document
+    ],
+)
+def test_detection_asks_each_format_in_turn(
+    tmp_path: Path, name: str, text: str, found: str | None
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    assert detect(str(path)) == found
+
+
 def test_unrecognized_files_are_reported_not_fatal(tmp_path: Path) -> None:
     (tmp_path / "notes.json").write_text('{"hello": "world"}')
     (tmp_path / "empty.jsonl").write_text("")

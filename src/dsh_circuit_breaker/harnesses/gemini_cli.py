@@ -6,9 +6,11 @@ one (a new user prompt), in a Gemini CLI settings file: `user`
 The event is one JSON object on stdin with `session_id`, `hook_event_name`, and on
 BeforeTool `tool_name` and `tool_input`; a subagent's calls come through the same hook
 with its parent's `session_id` and nothing naming the subagent, so every call of a
-session is keyed by the session. A denial is `{"decision": "deny", "reason": ...}` on
-stdout with exit 0; the model gets `Tool execution blocked: <reason>` as the call's
-error. A stop adds `continue: false` and `stopReason`, which end the main agent's loop (a
+session is keyed by the session. BeforeAgent fires for Gemini CLI's own follow-ups too (a
+nudge after an empty reply, the retry after its loop-detection dialog); only a prompt a
+person typed resets the session (`_not_typed`). A denial is `{"decision": "deny",
+"reason": ...}` on stdout with exit 0; the model gets `Tool execution blocked: <reason>` as
+the call's error. A stop adds `continue: false` and `stopReason`, which end the main agent's loop (a
 subagent takes it as the call's error and goes on). Gemini CLI counts hook timeouts in
 milliseconds.
 """
@@ -45,6 +47,8 @@ NOTE = (
 SCOPES = ("user", "project")
 FILE_OPTION = "--settings"
 SETTINGS_EVENTS = ("BeforeTool", "BeforeAgent")
+# How Gemini CLI's own nudges to the model begin (`BeforeAgent` carries them as prompts).
+NUDGE = "[System: "
 HOOK_NAME = "dsh-circuit-breaker"  # what /hooks lists, and `/hooks disable` takes
 
 
@@ -58,8 +62,20 @@ def parse(event: dict[str, Any]) -> Call | Prompt | None:
             raise Malformed("BeforeTool event has no tool_input")
         return Call(session_of(event, name), tool, event["tool_input"])
     if name == "BeforeAgent":
-        return Prompt(session_of(event, name))
+        return None if _not_typed(event.get("prompt")) else Prompt(session_of(event, name))
     raise Malformed(f"unknown hook event {name!r}, allowed")
+
+
+def _not_typed(prompt: object) -> bool:
+    """A BeforeAgent Gemini CLI sent for itself, not for a prompt a person typed: its own
+    nudge after an empty reply (`[System: You successfully executed a tool but returned an
+    empty response. ...]`), which it also resends when loop detection is switched off
+    mid-turn and it retries the request, or a retry of tool results (an empty prompt).
+    Resetting there restarted the count under one typed prompt (0.61.0: 4 + 6 copies)."""
+    if not isinstance(prompt, str):
+        return False  # no prompt field: as before, a new prompt
+    text = prompt.strip()
+    return not text or (text.startswith(NUDGE) and text.endswith("]"))
 
 
 def answer(decision: Decision) -> str | None:

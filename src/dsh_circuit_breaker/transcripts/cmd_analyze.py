@@ -5,26 +5,22 @@ call for a budget."""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from ..display import plural
-from .analysis import AgentRun, StopTotals, runs_of
+from .analysis import AgentRun, StopTotals
 from .cmd_replay import replay_row
+from .command import Command, runner
 from .model import Problems
 from .options import (
+    ReplayConfig,
     add_config_arguments,
     add_input_arguments,
-    config_or_exit,
-    inputs_or_exit,
-    pipe_safe,
     refuse_option,
     seconds,
     skipped,
     stop_text,
-    transcripts,
 )
-from .output import JsonReport, Table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,50 +84,47 @@ COLUMNS = [
 BUDGET_COLUMN = ("BUDGET", 6, ">")  # shown when the config has toolLimits
 
 
-@pipe_safe
-def run(args: argparse.Namespace) -> int:
-    configs = config_or_exit(args)
-    if configs is None or not inputs_or_exit(args):
-        return 2
-    config = configs.default
-    out = sys.stdout
-    problems = Problems(stream=sys.stderr)
-    totals = Totals()
-    report = JsonReport(out, "analyze", {"config": config.to_mapping()}) if args.json else None
-    budgets = configs.budgets
-    columns = [*COLUMNS[:-1], BUDGET_COLUMN, COLUMNS[-1]] if budgets else COLUMNS
-    table = None if report else Table(out, columns)
-    runs = runs_of(
-        transcripts(args, problems),
-        lambda fmt: [configs.of(fmt)],
-        stats_config=config,
-        show_args=args.show_args,
-    )
-    for agent_run in runs:
-        totals.add(agent_run)
-        if report is not None:
-            report.run(row_json(agent_run))
-        elif table is not None:
-            table.row(row_cells(agent_run, budgets))
-    if report is not None:
-        report.close({"total": totals.to_json(), "problems": problems.to_json()})
-    else:
-        t = totals.to_json()
+class Analyze(Command):
+    name = "analyze"
+    columns = COLUMNS
+    budget_column = BUDGET_COLUMN
+
+    def __init__(self, args: argparse.Namespace, configs: ReplayConfig) -> None:
+        super().__init__(args, configs)
+        self.totals = Totals()
+
+    def add(self, run: AgentRun) -> AgentRun:
+        self.totals.add(run)
+        return run
+
+    def json_row(self, row: AgentRun) -> dict[str, Any]:
+        return row_json(row)
+
+    def cells(self, row: AgentRun) -> list[str]:
+        return row_cells(row, self.configs.budgets)
+
+    def tail(self) -> dict[str, Any]:
+        return {"total": self.totals.to_json()}
+
+    def summary(self, problems: Problems) -> None:
+        t = self.totals.to_json()
         print(
             f"\n{plural(t['runs'], 'run')}, {plural(t['calls'], 'tool call')} "
             f"({t['distinct']} distinct per run, summed), "
             f"{t['failed']} failed, total time {seconds(t['duration_s'])}"
         )
-        if totals.worst:
-            w = totals.worst
+        if self.totals.worst:
+            w = self.totals.worst
             print(f"worst repeat: {w['times']}x {w['call']} in {w['run']}")
-        if totals.streak:
-            s = totals.streak
+        if self.totals.streak:
+            s = self.totals.streak
             print(f"longest back-to-back run: {s['length']}x {s['call']} in {s['run']}")
-        print(stop_text(config, t))
+        print(stop_text(self.config, t))
         if problems.count:
             print(f"{skipped(problems.count)} (listed on stderr)")
-    return 0
+
+
+run = runner(Analyze)
 
 
 def row_json(agent_run: AgentRun) -> dict[str, Any]:

@@ -25,21 +25,19 @@ from typing import Any
 from ..config import Config, ConfigError
 from ..display import plural
 from ..usage import int_in
-from .analysis import AgentRun, StopTotals, runs_of
-from .model import Problems
+from .analysis import AgentRun, StopTotals
+from .command import Command, runner
+from .model import Problems, Writer
 from .options import (
+    ReplayConfig,
     add_config_arguments,
     add_input_arguments,
-    config_or_exit,
     config_summary,
-    inputs_or_exit,
-    pipe_safe,
     refuse_option,
     seconds,
     skipped,
-    transcripts,
 )
-from .output import JsonReport, Table
+from .output import Table
 from .progress import Progress
 
 LISTED = 200  # runs named per config in --json (false positives, loops)
@@ -312,63 +310,68 @@ STOP_COLUMNS = [
 BUDGET_COLUMNS = [("BUDGET RUNS", 11, ">"), ("TOOL LIMITS", 60, "<")]  # with toolLimits
 
 
-@pipe_safe
-def run(args: argparse.Namespace) -> int:
-    configs = config_or_exit(args)
-    if configs is None or not inputs_or_exit(args):
-        return 2
-    current = configs.default
-    grids: dict[str, list[Config]] = {}
+class Calibrate(Command):
+    name = "calibrate"
 
-    def both_grids(config: Config) -> list[Config]:
+    def __init__(self, args: argparse.Namespace, configs: ReplayConfig) -> None:
+        super().__init__(args, configs)
+        self.show_args = False
+        self.grids: dict[str, list[Config]] = {}
+        self.progress = Progress("calibrate", sys.stderr)
+        self.outcomes = [Outcome(config) for config in self.both_grids(self.config)]
+        self.first = len(grid(self.config, args.limits, args.windows))  # the stop grid's start
+
+    def both_grids(self, config: Config) -> list[Config]:
+        args = self.args
         return grid(config, args.limits, args.windows) + stop_grid(
             config, args.stop_after, args.tool_limit
         )
 
-    def grid_for(fmt: str) -> list[Config]:
+    def configs_for(self, fmt: str) -> list[Config]:
         # The same grid for every format; only the exempt list its harness starts from differs.
-        found = grids.get(fmt)
+        found = self.grids.get(fmt)
         if found is None:
-            found = grids[fmt] = both_grids(configs.of(fmt))
+            found = self.grids[fmt] = self.both_grids(self.configs.of(fmt))
         return found
 
-    progress = Progress("calibrate", sys.stderr)
-    problems = Problems(stream=progress)
-    outcomes = [Outcome(config) for config in both_grids(current)]
-    first = len(grid(current, args.limits, args.windows))  # where the stop grid begins
-    report = (
-        JsonReport(sys.stdout, "calibrate", {"loop_streak": args.loop_streak})
-        if args.json
-        else None
-    )
-    try:
-        for agent_run in runs_of(transcripts(args, problems), grid_for, stats_config=current):
-            progress.tick()
-            loop = agent_run.loop(args.loop_streak)
-            for index, outcome in enumerate(outcomes):
-                outcome.add(agent_run, index, loop)
-            if report is not None and args.runs:
-                row = agent_run.to_json()
-                row["denied"] = [track.denied for track in agent_run.tracks]
-                row["stopped_at"] = [t.stop and t.stop["call"] for t in agent_run.tracks]
-                report.run(row)
-    finally:
-        progress.done()
-    if report is not None:
-        report.close(
-            {
-                "current": outcomes[0].to_json(detail=True),
-                "grid": [o.to_json(detail=False) for o in outcomes[1:first]],
-                "stop_grid": [o.to_json(detail=True) for o in outcomes[first:]],
-                "problems": problems.to_json(),
-            }
-        )
-        return 0
-    _print(outcomes[:first], args.loop_streak)
-    _print_stops([outcomes[0], *outcomes[first:]])
-    if problems.count:
-        print(f"\n{skipped(problems.count)} (listed on stderr)")
-    return 0
+    @property
+    def log(self) -> Writer:
+        return self.progress
+
+    def head(self) -> dict[str, Any]:
+        return {"loop_streak": self.args.loop_streak}
+
+    def add(self, run: AgentRun) -> dict[str, Any] | None:
+        self.progress.tick()
+        loop = run.loop(self.args.loop_streak)
+        for index, outcome in enumerate(self.outcomes):
+            outcome.add(run, index, loop)
+        if not (self.args.json and self.args.runs):
+            return None
+        row = run.to_json()
+        row["denied"] = [track.denied for track in run.tracks]
+        row["stopped_at"] = [t.stop and t.stop["call"] for t in run.tracks]
+        return row
+
+    def done(self) -> None:
+        self.progress.done()
+
+    def tail(self) -> dict[str, Any]:
+        outcomes, first = self.outcomes, self.first
+        return {
+            "current": outcomes[0].to_json(detail=True),
+            "grid": [o.to_json(detail=False) for o in outcomes[1:first]],
+            "stop_grid": [o.to_json(detail=True) for o in outcomes[first:]],
+        }
+
+    def summary(self, problems: Problems) -> None:
+        _print(self.outcomes[: self.first], self.args.loop_streak)
+        _print_stops([self.outcomes[0], *self.outcomes[self.first :]])
+        if problems.count:
+            print(f"\n{skipped(problems.count)} (listed on stderr)")
+
+
+run = runner(Calibrate)
 
 
 def _print(outcomes: list[Outcome], streak: int) -> None:

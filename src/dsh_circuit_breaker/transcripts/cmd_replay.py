@@ -14,24 +14,21 @@ from typing import Any
 
 from ..config import Config
 from ..display import plural
-from .analysis import AgentRun, Denials, StopTotals, runs_of
+from .analysis import AgentRun, Denials, StopTotals
+from .command import Command, runner
 from .html import RunPicture, page
 from .model import Problems
 from .options import (
+    ReplayConfig,
     add_config_arguments,
     add_input_arguments,
-    config_or_exit,
     config_text,
-    inputs_or_exit,
     iso,
-    pipe_safe,
     seconds,
     skipped,
     stop_text,
     time_text,
-    transcripts,
 )
-from .output import JsonReport, Table
 
 HTML_ROWS = 2000  # table rows on the page
 HTML_PICTURES = 120  # timelines on the page: runs with a denial first
@@ -108,55 +105,57 @@ COLUMNS = [
 BUDGET_COLUMN = ("BUDGET", 6, ">")  # shown when a config has toolLimits
 
 
-@pipe_safe
-def run(args: argparse.Namespace) -> int:
-    configs = config_or_exit(args)
-    if configs is None or not inputs_or_exit(args) or (args.html and not _writable(args.html)):
-        return 2
-    config = configs.default
-    out = sys.stdout
-    problems = Problems(stream=sys.stderr)
-    totals = ReplayTotals()
-    report = JsonReport(out, "replay", {"config": config.to_mapping()}) if args.json else None
-    budgets = configs.budgets
-    columns = [*COLUMNS[:-1], BUDGET_COLUMN, COLUMNS[-1]] if budgets else COLUMNS
-    table = None if report else Table(out, columns)
-    html = _HtmlCollector(config) if args.html else None
-    runs = runs_of(
-        transcripts(args, problems),
-        lambda fmt: [configs.of(fmt)],
-        stats_config=config,
-        show_args=args.show_args,
-        keep_timeline=bool(html),
-    )
-    for agent_run in runs:
-        row = replay_row(agent_run)
-        totals.add(row, agent_run.tracks[0])
-        if html is not None:
-            html.add(agent_run, row)
-        if report is not None:
-            report.run(row)
-        elif table is not None:
-            table.row(_cells(row, budgets))
-    summary = totals.to_json()
-    written = html is None or html.write(args.html, args.paths, summary)
-    if report is not None:
-        report.close({"total": summary, "problems": problems.to_json()})
-    else:
+class Replay(Command):
+    name = "replay"
+    columns = COLUMNS
+    budget_column = BUDGET_COLUMN
+
+    def __init__(self, args: argparse.Namespace, configs: ReplayConfig) -> None:
+        super().__init__(args, configs)
+        self.totals = ReplayTotals()
+        self.html = _HtmlCollector(self.config) if args.html else None
+        self.keep_timeline = bool(self.html)
+        self.written = True
+
+    def ready(self) -> bool:
+        return not self.args.html or _writable(self.args.html)
+
+    def add(self, run: AgentRun) -> dict[str, Any]:
+        row = replay_row(run)
+        self.totals.add(row, run.tracks[0])
+        if self.html is not None:
+            self.html.add(run, row)
+        return row
+
+    def cells(self, row: dict[str, Any]) -> list[str]:
+        return _cells(row, self.configs.budgets)
+
+    def finish(self) -> int:
+        if self.html is not None:
+            self.written = self.html.write(self.args.html, self.args.paths, self.totals.to_json())
+        return 0 if self.written else 1
+
+    def tail(self) -> dict[str, Any]:
+        return {"total": self.totals.to_json()}
+
+    def summary(self, problems: Problems) -> None:
+        summary = self.totals.to_json()
         print(
             f"\n{plural(summary['runs'], 'run')}, {plural(summary['calls'], 'tool call')}. With "
-            f"{config_text(config)}: {plural(summary['runs_with_denial'], 'run')} "
+            f"{config_text(self.config)}: {plural(summary['runs_with_denial'], 'run')} "
             f"would have had a call denied; {plural(summary['denied'], 'call')} denied "
             f"({_kinds(summary['denied_by_kind'])}), "
             f"saving {plural(summary['calls_saved'], 'call')}"
             f"{time_text(summary['time_saved_s'])}."
         )
-        print(stop_text(config, summary))
+        print(stop_text(self.config, summary))
         if problems.count:
             print(f"{skipped(problems.count)} (listed on stderr)")
-        if args.html and written:
-            print(f"page written to {args.html}")
-    return 0 if written else 1
+        if self.args.html and self.written:
+            print(f"page written to {self.args.html}")
+
+
+run = runner(Replay)
 
 
 def _writable(path: str) -> bool:

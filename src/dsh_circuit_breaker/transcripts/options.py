@@ -16,7 +16,6 @@ from ..config import Config, ConfigError
 from ..config_file import harness_defaults
 from ..display import plural
 from ..usage import error
-from .formats import claude_code
 from .model import Problems, Transcript
 from .readers import FORMATS, read_transcripts
 from .sources import walk
@@ -97,16 +96,17 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-# Transcript format -> the harness (harnesses.HARNESSES) whose installed breaker a replay of it
-# stands for. Other formats are replayed with SPEC's defaults.
-HARNESS_OF_FORMAT: dict[str | None, str] = {claude_code.NAME: "claude-code"}
+def harness_of(fmt: str | None) -> str | None:
+    """The harness (harnesses.HARNESSES) whose installed breaker a replay of format `fmt`
+    stands for (the format's HARNESS); None: SPEC's defaults."""
+    return None if fmt is None else FORMATS[fmt].HARNESS
 
 
 def harness_base(fmt: str | None) -> Config:
     """The config the breaker installed in the harness that writes transcripts of format
     `fmt` starts from, before any config file (the Claude Code hook: its exempt spellings
     such as `TodoWrite` added to SPEC's)."""
-    name = HARNESS_OF_FORMAT.get(fmt)
+    name = harness_of(fmt)
     return harness_defaults(None if name is None else harnesses.load(name))
 
 
@@ -123,7 +123,7 @@ class ReplayConfig:
         built: dict[str | None, Config] = {}
         self._by_format: dict[str | None, Config] = {}
         for fmt in (None, *FORMATS):
-            harness = HARNESS_OF_FORMAT.get(fmt)
+            harness = harness_of(fmt)
             if harness not in built:
                 built[harness] = _build(harness_base(fmt), path, values)
             self._by_format[fmt] = built[harness]

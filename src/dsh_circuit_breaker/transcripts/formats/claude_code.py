@@ -14,9 +14,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..common import Pending, json_objects, new_call, parse_time
+from ..head import Head
 from ..model import Call, Problems, Transcript
 
 NAME = "claude-code"
+HARNESS = "claude-code"  # replayed with the exempt spellings of the Claude Code hook
+SUFFIXES: tuple[str, ...] = ()
 ENTRY_TYPES = frozenset({"user", "assistant"})
 
 
@@ -27,6 +30,11 @@ def is_entry(obj: Any) -> bool:
         and isinstance(obj.get("message"), dict)
         and ("sessionId" in obj or "uuid" in obj)
     )
+
+
+def sniff(head: Head) -> bool:
+    """A `user` or `assistant` entry among the first lines."""
+    return any(is_entry(record) for record in head.records())
 
 
 def read(path: str, problems: Problems) -> Iterator[Transcript]:

@@ -14,13 +14,22 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..common import Pending, json_objects, new_call, parse_time
+from ..head import Head
 from ..model import Call, Problems, Transcript
 
 NAME = "dsh"
+HARNESS = None  # replayed with SPEC's defaults
+SUFFIXES: tuple[str, ...] = ()
 
 
 def is_header(obj: Any) -> bool:
     return isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str)
+
+
+def sniff(head: Head) -> bool:
+    """A session header as the first line."""
+    records = head.records()
+    return bool(records) and is_header(records[0])
 
 
 def read(path: str, problems: Problems) -> Iterator[Transcript]:

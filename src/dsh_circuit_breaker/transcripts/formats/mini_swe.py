@@ -15,14 +15,21 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..common import parse_time, text_of
+from ..head import Head
 from ..jsonstream import JsonStream, JsonStreamError
 from ..model import Call, Problems, Transcript
 from ..sources import open_text
 
 NAME = "mini-swe-agent"
+HARNESS = None
+SUFFIXES = (".traj.json",)
 # mini-swe-agent's own action pattern (DefaultAgent.parse_action).
 ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
 RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+
+
+def sniff(head: Head) -> bool:
+    return bool(head.keys() & {"trajectory_format", "instance_id"})
 
 
 def read(path: str, problems: Problems) -> Iterator[Transcript]:

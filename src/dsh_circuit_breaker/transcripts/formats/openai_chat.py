@@ -15,11 +15,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..common import Pending, messages_of, new_call, text_of
+from ..head import NO_ITEM, Head
 from ..jsonstream import JsonStream, JsonStreamError
 from ..model import Call, Problems, Transcript
 from ..sources import open_text
 
 NAME = "openai"
+HARNESS = None
+SUFFIXES: tuple[str, ...] = ()
 
 
 def is_message(obj: Any) -> bool:
@@ -28,6 +31,14 @@ def is_message(obj: Any) -> bool:
 
 def is_record(obj: Any) -> bool:
     return isinstance(obj, dict) and isinstance(obj.get("traj"), list)
+
+
+def sniff(head: Head) -> bool:
+    """A list of tau-bench records or of messages, or a record or `{"messages": [...]}`."""
+    first = head.first_item()
+    if first is not NO_ITEM:
+        return is_record(first) or is_message(first)
+    return bool(head.keys() & {"traj", "messages"})
 
 
 def read(path: str, problems: Problems) -> Iterator[Transcript]:

@@ -15,11 +15,19 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..common import Pending, messages_of, new_call, parse_time
+from ..head import Head
 from ..jsonstream import JsonStream, JsonStreamError
 from ..model import Call, Problems, Transcript
 from ..sources import open_text
 
 NAME = "tau2"
+HARNESS = None
+SUFFIXES: tuple[str, ...] = ()
+
+
+def sniff(head: Head) -> bool:
+    """A `simulations` key: read no further than it (the rest is the runs)."""
+    return "simulations" in head.keys(until="simulations")
 
 
 def read(path: str, problems: Problems) -> Iterator[Transcript]:
