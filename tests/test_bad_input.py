@@ -231,6 +231,15 @@ def table(world: World) -> list[Case]:
                 option = [name, given] if action.option_strings else [given]
                 argv = (*path, *base(path, action, parser), *option)
                 cases.append(Case(argv, name, value, hook=command == "hook"))
+    # A TARGET the turns passed over still runs once: its first option, empty.
+    reached = {case.argv[: len(path)] for case in cases for path in [case.argv[:2]]}
+    for command in ("install", "uninstall", "doctor"):
+        for path, action, _ in _leaves(_parser(command), (command,)):
+            if path not in reached and action.option_strings and kind_of(action):
+                cases.append(
+                    Case((*path, action.option_strings[0], ""), action.option_strings[0], "empty")
+                )
+                reached.add(path)
     assert not unknown, "options whose kind the bad-value table does not know:\n" + "\n".join(
         unknown
     )
