@@ -53,3 +53,40 @@ def test_help_lists_the_commands_and_exits_zero() -> None:
     assert result.stdout.startswith("usage: dsh-circuit-breaker")
     for command in ("demo", "hook", "install", "doctor", "replay"):
         assert command in result.stdout
+
+
+@pytest.mark.parametrize("calls", [1, 3, 6])
+def test_a_demo_without_a_denial_has_an_empty_incident_log(calls: int) -> None:
+    result = cli("demo", "--calls", str(calls))  # was FileNotFoundError: incidents.jsonl
+    assert result.returncode == 0, result.stderr
+    assert "Incident log (0 lines):" in result.stdout and "DENIED" not in result.stdout
+
+
+def test_an_internal_error_is_one_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dsh_circuit_breaker import demo
+
+    def broken(n: int) -> list[dict[str, str]]:
+        raise TypeError("'int' object is not iterable")
+
+    monkeypatch.setattr(demo, "probe_calls", broken)
+    monkeypatch.delenv("DSH_CIRCUIT_BREAKER_DEBUG", raising=False)
+    assert main(["demo"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "dsh-circuit-breaker: internal error (a bug; DSH_CIRCUIT_BREAKER_DEBUG=1 shows where): "
+        "TypeError: 'int' object is not iterable\n"
+    )
+
+
+def test_help_says_what_each_command_and_target_does() -> None:
+    top = cli("--help").stdout
+    assert "HTTP hooks" in " ".join(top.split())  # serve's summary: both transports
+    assert "(a capped subagent)" not in top
+    install = cli("install", "claude-code", "--help").stdout
+    assert "put the breaker into Claude Code" in install  # the target has a description
+    assert "(default: user)" in install  # --scope shows its default
+    doctor = " ".join(cli("doctor", "claude-code", "--help").stdout.split())
+    assert "written into the hook command" not in doctor  # doctor writes nothing
+    assert "checked instead of the one the installed hook command names" in doctor

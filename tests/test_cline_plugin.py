@@ -77,8 +77,9 @@ def test_install_doctor_uninstall_with_the_real_cline(env: dict[str, str]) -> No
 def test_doctor_sees_a_guard_that_cannot_start(env: dict[str, str], tmp_path: Path) -> None:
     require((E2E_BIN / "cline").exists(), "the Cline CLI (tests/e2e: npm ci)")
     config = tmp_path / "bad.json"
-    config.write_text('{"window": 0}')
+    config.write_text("{}")
     assert run_cli(env, "install", "cline", "--config", str(config)).returncode == 0
+    config.write_text('{"window": 0}')  # broken after install, which refuses a bad file
     doctor = run_cli(env, "doctor", "cline")
     assert doctor.returncode == 1
     assert "PROBLEM  the plugin loaded but its guard did not start:" in doctor.stdout
@@ -91,12 +92,14 @@ def test_reinstall_backs_up_and_foreign_files_are_never_touched(
     assert run_cli(env, "install", "cline").returncode == 0
     path = loader_of(env)
     config = tmp_path / "c.toml"
+    config.write_text("")  # install loads it: a missing file is refused
     again = run_cli(env, "install", "cline", "--config", str(config), "--state", "memory://")
     assert "backup:" in again.stdout
     assert (cline.read_loader(path) or {})["configFile"] == str(config)
     (backup,) = path.parent.glob(f"{cline.FILE_NAME}.bak-*")
     assert not backup.name.endswith((".js", ".ts"))  # Cline loads only those
     project = tmp_path / "project"
+    project.mkdir()  # --project names an existing directory
     both = run_cli(env, "install", "cline", "--scope", "project", "--project", str(project))
     assert "Cline would check every call twice" in both.stdout
     doctor = run_cli(env, "doctor", "cline", "--project", str(project))
@@ -106,7 +109,7 @@ def test_reinstall_backs_up_and_foreign_files_are_never_touched(
     foreign.write_text("export default {name: 'mine', manifest: {capabilities: []}};\n")
     for action in ("install", "uninstall"):
         refused = run_cli(env, action, "cline", "--scope", "project", "--project", str(project))
-        assert refused.returncode == 1 and "not written by dsh-circuit-breaker" in refused.stdout
+        assert refused.returncode == 1 and "not written by dsh-circuit-breaker" in refused.stderr
     assert foreign.read_text().startswith("export default {name: 'mine'")
 
 

@@ -123,7 +123,7 @@ def test_garbage_allows_with_one_stderr_line(tmp_path: Path, payload: bytes) -> 
     assert done.returncode == 0
     assert done.stdout == ""  # allowed: no decision printed, and never a traceback
     assert len(done.stderr.splitlines()) == 1, done.stderr
-    assert done.stderr.startswith("dsh-circuit-breaker hook: ")
+    assert done.stderr.startswith("dsh-circuit-breaker: hook: ")
 
 
 def test_huge_event_allows_with_one_stderr_line(tmp_path: Path) -> None:

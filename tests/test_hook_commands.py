@@ -87,6 +87,12 @@ def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(
     removed = cli(env, "uninstall", target)
     assert removed.returncode == 0 and "removed from" in removed.stdout
     assert settings_of(path) == before
+    # Changes later that day keep the one backup of the file as it was before the first.
+    for _ in range(3):
+        assert cli(env, "install", target).returncode == 0
+        assert cli(env, "uninstall", target).returncode == 0
+    backups = list(path.parent.glob(path.name + ".bak-*"))
+    assert [json.loads(b.read_text()) for b in backups] == [before]  # was one per install
     again = cli(env, "uninstall", target)
     assert "not installed" in again.stdout
 
@@ -124,7 +130,7 @@ def test_invalid_settings_are_never_overwritten(tmp_path: Path) -> None:
     path.parent.mkdir()
     path.write_text("{ this is not json")
     done = cli(env, "install", "claude-code")
-    assert done.returncode == 1 and "not valid JSON" in done.stdout
+    assert done.returncode == 1 and "not valid JSON" in done.stderr
     assert path.read_text() == "{ this is not json"
 
 
@@ -190,8 +196,9 @@ def test_doctor_says_exactly_what_is_wrong(tmp_path: Path) -> None:
     assert "the `claude` command is not on PATH" in nothing.stdout
     assert "npm install -g @anthropic-ai/claude-code" in nothing.stdout
     bad = tmp_path / "bad.json"
-    bad.write_text('{"window": 2}')
-    cli(env, "install", "claude-code", "--config", str(bad))
+    bad.write_text("{}")
+    assert cli(env, "install", "claude-code", "--config", str(bad)).returncode == 0
+    bad.write_text('{"window": 2}')  # broken after install, which refuses a bad file
     broken = cli(env, "doctor", "claude-code", "--project", str(project))
     assert broken.returncode == 1
     assert "hook command warned on PreToolUse" in broken.stdout
@@ -286,6 +293,8 @@ def test_status_prints_last_calls_in_utc_like_the_incident_log(tmp_path: Path) -
     expected = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(row["updated"]))
     table = cli(env, "status").stdout.splitlines()
     assert table[-1].endswith(f"  {expected}"), table
+    assert row["lastCallAt"] == expected  # --json says the time as the text does
+    assert table[-2].endswith("  LAST CALL AT")  # a time, not the call
     (incident,) = cli(env, "incidents").stdout.splitlines()
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  duplicate", incident)
 
@@ -321,8 +330,8 @@ def test_reset_frees_a_capped_subagent_and_refuses_an_unknown_one(tmp_path: Path
     assert [call(n) is None for n in range(4)] == [True, True, True, False]
     unknown = cli(env, "reset", "sub1")
     assert unknown.returncode == 1
-    assert "no agent 'sub1'" in unknown.stdout and "nothing reset" in unknown.stdout
-    assert "did you mean 's/sub1'?" in unknown.stdout
+    assert "no agent 'sub1'" in unknown.stderr and "nothing reset" in unknown.stderr
+    assert "did you mean 's/sub1'?" in unknown.stderr
     assert call(5) is not None  # still capped: nothing was reset
 
     done = cli(env, "reset", "s/sub1")
@@ -336,7 +345,7 @@ def test_reset_frees_a_capped_subagent_and_refuses_an_unknown_one(tmp_path: Path
 
     other = tmp_path / "other.db"
     elsewhere = cli(env, "reset", "s/sub1", "--state", f"sqlite:///{other}")
-    assert elsewhere.returncode == 1 and f"in sqlite:///{other}" in elsewhere.stdout
+    assert elsewhere.returncode == 1 and f"in sqlite:///{other}" in elsewhere.stderr
 
 
 def test_incidents_skip_and_count_corrupt_lines_and_escape_control_characters(
@@ -388,7 +397,7 @@ def test_droid_install_refuses_when_its_hooks_json_would_replace_ours(tmp_path: 
     hooks_json.write_text(json.dumps({"PreToolUse": [OTHER_HOOK]}))
     refused = cli(env, "install", "droid")
     assert refused.returncode == 1
-    assert f"{hooks_json} defines PreToolUse" in refused.stdout
+    assert f"{hooks_json} defines PreToolUse" in refused.stderr
     assert not (factory / "settings.json").exists()
     hooks_json.unlink()
     assert cli(env, "install", "droid").returncode == 0
@@ -397,3 +406,13 @@ def test_droid_install_refuses_when_its_hooks_json_would_replace_ours(tmp_path: 
     assert doctor.returncode == 1
     assert f"PROBLEM  {hooks_json} defines UserPromptSubmit" in doctor.stdout
     assert "PreToolUse" not in doctor.stdout.split("PROBLEM", 1)[1].split("\n")[0]
+
+
+def test_uninstall_removes_a_settings_file_that_install_created(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    path = tmp_path / ".claude" / "settings.json"
+    assert cli(env, "install", "claude-code").returncode == 0 and path.exists()
+    removed = cli(env, "uninstall", "claude-code")
+    assert removed.returncode == 0, removed.stderr
+    assert not path.exists()  # was left behind holding `{}`
+    assert list(path.parent.iterdir()) == []  # and no backup of a file of ours alone

@@ -85,6 +85,33 @@ def test_bad_files_fail_loudly_naming_the_key(
     with pytest.raises(ConfigError, match=message) as caught:
         load(str(path))
     assert str(path) in str(caught.value)
+    assert "\n" not in str(caught.value) and "<byte string>" not in str(caught.value)
+
+
+def test_a_yaml_error_is_one_line_naming_the_file_and_the_place(tmp_path: Path) -> None:
+    path = write(tmp_path / "a.yaml", "window: [\n")
+    with pytest.raises(ConfigError) as caught:
+        load(str(path))
+    assert str(caught.value) == (
+        f"{path} is not valid YAML: expected the node content, but found '<stream end>' "
+        "(line 2, column 1)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "told"),
+    [
+        ("duplicateLimt", "unknown config key 'duplicateLimt'; did you mean duplicateLimit?"),
+        ("max_calls_per_agnt", "did you mean maxCallsPerAgent?"),
+        ("zzz", "unknown config key 'zzz' (the README's config table lists the keys)"),
+    ],
+)
+def test_an_unknown_key_suggests_the_near_one(tmp_path: Path, key: str, told: str) -> None:
+    path = write(tmp_path / "a.json", json.dumps({key: 4}))
+    with pytest.raises(ConfigError) as caught:
+        load(str(path))
+    assert told in str(caught.value)
+    assert "known keys" not in str(caught.value)  # the sixteen names hid the one meant
 
 
 def test_missing_explicit_file_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -102,7 +102,7 @@ def test_a_file_we_do_not_understand_is_never_touched(tmp_path: Path, text: str)
         text=True,
         timeout=60,
     )
-    assert done.returncode == 1 and "error:" in done.stdout
+    assert done.returncode == 1 and done.stderr.startswith("dsh-circuit-breaker: ")
     assert path.read_text() == text
 
 

@@ -401,6 +401,9 @@ def test_ensure_starts_the_service_once(tmp_path: Path, env: dict[str, str]) -> 
         stopped = subprocess.run(stop, env=env, capture_output=True, text=True, timeout=60)
         assert stopped.returncode == 0 and f"pid {answer['pid']}" in stopped.stdout
         assert health(f"http://127.0.0.1:{port}", token) is None
+        # "stopped" once it has exited (gone, or a zombie nobody reaped), not before.
+        proc = Path(f"/proc/{answer['pid']}/stat")
+        assert not proc.exists() or proc.read_text().rsplit(")", 1)[1].split()[0] == "Z"
         again = subprocess.run(stop, env=env, capture_output=True, text=True, timeout=60)
         assert again.returncode == 0 and "no guard answers" in again.stdout
     finally:

@@ -32,9 +32,13 @@ def test_install_writes_http_hooks_and_the_start_command(tmp_path: Path) -> None
     settings = tmp_path / ".claude" / "settings.json"
     settings.parent.mkdir()
     settings.write_text(json.dumps({"env": {"KEEP": "1"}, "model": "x", "hooks": {}}))
+    (tmp_path / "b.toml").write_text("")  # install loads it: a missing file is refused
     done = cli(env, "install", "claude-code", "--http", "127.0.0.1:9999", "--config", "b.toml")
     assert done.returncode == 0, done
     assert "every prompt and tool call is refused" in done.stdout
+    token_file = state_dir(tmp_path) / "http-token"
+    page = f"  the live page: http://127.0.0.1:9999/?token={token_file.read_text().strip()}\n"
+    assert page in done.stdout  # was only in the guard's log, once it started
     data: dict[str, Any] = json.loads(settings.read_text())
     token = (state_dir(tmp_path) / "http-token").read_text().strip()
     assert data["env"] == {"KEEP": "1", "DSH_CIRCUIT_BREAKER_TOKEN": token}
@@ -92,7 +96,7 @@ def test_project_scope_is_refused(tmp_path: Path) -> None:
     done = cli(
         env, "install", "claude-code", "--http", "--scope", "project", "--project", str(tmp_path)
     )
-    assert done.returncode == 1 and "--scope local" in done.stdout
+    assert done.returncode == 2 and "--scope local" in done.stderr
     assert not (tmp_path / ".claude" / "settings.json").exists()
     assert cli(env, "install", "codex", "--http").returncode == 2  # Codex has no HTTP hooks
 

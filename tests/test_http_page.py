@@ -2,8 +2,11 @@
 scripts/setup) driven by playwright-core (pinned in tests/e2e/package.json), against the
 installed wheel's `serve --http` (so the page is the one the wheel ships). The page loads
 with the token, shows an agent a hook request just created, shows its denial within a
-second, and its reset button resets it in the store. A screenshot of the page, as the
-user sees it, is written next to the test's output.
+second, lists it first (before a quieter, newer agent) with a preview of the call it
+repeated and a banner that counts it, collapses its timeline's runs, says the next step,
+has no overlapping boxes at 800 px, and its reset button (after a confirmation) resets it
+in the store; without the token the page is HTML that says how to get it. Screenshots at
+1400 and 800 px wide are written next to the test's output.
 """
 
 from __future__ import annotations
@@ -35,30 +38,72 @@ def browser() -> None:
 def test_the_page_shows_an_agent_its_denial_and_resets_it(
     browser: None, installed: Installed, tmp_path: Path
 ) -> None:
-    screenshot = tmp_path / "live-page.png"
+    screenshot = tmp_path / "live-page-1400.png"
+    narrow = tmp_path / "live-page-800.png"
     with Service(installed.env, cli=[str(installed.cli)]) as service:
         done = subprocess.run(
             ["node", str(HERE / "support" / "page_check.mjs"), service.origin, TOKEN,
-             str(tmp_path / "chromium-profile"), str(screenshot)],
+             str(tmp_path / "chromium-profile"), str(screenshot), str(narrow)],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
         seen = json.loads(done.stdout.strip().splitlines()[-1])
         agents = service.json("/api/agents")["agents"]
-    print(f"screenshot of the live page: {screenshot}")
+    print(f"screenshots of the live page: {screenshot} {narrow}")
     assert seen["status"] == 200 and seen["title"] == "dsh-circuit-breaker: live"
     assert seen["first"] == {"status": 200, "body": ""}
     assert seen["afterFirst"] == "ok"
     assert "Circuit breaker: this Bash call was NOT run." in seen["denied"]["body"]
     assert seen["denialShownMs"] < 1000, seen  # polled every 500 ms
     assert seen["denialCells"] == ["6/300", "6/6", "1"]  # calls, top repeat, denials
-    assert seen["timelineCells"] == 7
+    # Listed first though the quiet agent called later; what it repeated, in the guard's
+    # memory only (the store has digests), and a banner counting it.
+    assert seen["order"] == ["browser-session-1", "quiet-session-2"]
+    assert seen["firstRepeat"] == "echo loop x6 ran, x1 refused"
+    assert seen["bannerShown"] and seen["banner"] == "1 agent needs attention"
+    assert seen["timelineCells"] == ["x6", ""]  # six alike in one cell, then the denial
+    assert seen["next"].startswith("denied: its last call, or its next repeat, is refused")
+    assert seen["narrowOverlaps"] == [] and seen["narrowWidth"] <= 800, seen
+    assert seen["confirm"].startswith("Reset browser-session-1? Its state is forgotten")
+    assert seen["noToken"]["status"] == 401
+    assert seen["noToken"]["type"].startswith("text/html")
+    assert seen["noToken"]["heading"] == "The live page needs the guard's token"
     assert "duplicate" in seen["incident"] and "browser-session-1" in seen["incident"]
     # The reset button forgot the agent in the store (its timeline keeps a reset mark):
     # its next call ran again.
     assert seen["timelineAfterReset"].endswith("not in the store now (reset or expired)")
     assert seen["afterReset"] == {"status": 200, "body": ""}
-    assert [(a["agent"], a["calls"]) for a in agents] == [("browser-session-1", 1)]
+    assert sorted((a["agent"], a["calls"]) for a in agents) == [
+        ("browser-session-1", 1),
+        ("quiet-session-2", 1),
+    ]
     assert seen["error"] == ""
     assert [line for line in seen["console"] if "error" in line.lower()] == []
+    assert screenshot.stat().st_size > 10_000 and narrow.stat().st_size > 10_000
+    written = b"".join(p.read_bytes() for p in installed.home.rglob("*") if p.is_file())
+    assert b"echo loop" not in written  # the preview never reached the store or a log
+
+
+def test_the_replay_page_in_a_browser(browser: None, installed: Installed, tmp_path: Path) -> None:
+    """The replay page of a real session (close first-denial and stop marks), opened in
+    Chromium: the marks' labels do not overlap; a screenshot is written beside the output."""
+    transcript = HERE / "fixtures" / "transcripts" / "claude-code" / "cbprobe4-hook-denials.jsonl"
+    html = tmp_path / "replay.html"
+    done = installed.run("replay", str(transcript), "--html", str(html))
+    assert done.returncode == 0, done.stderr
+    screenshot = tmp_path / "replay-page-1400.png"
+    shot = subprocess.run(
+        ["node", str(HERE / "support" / "screenshot.mjs"), html.as_uri(),
+         str(tmp_path / "chromium-profile"), str(screenshot), "1400"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert shot.returncode == 0, shot.stderr[-3000:]
+    seen = json.loads(shot.stdout.strip().splitlines()[-1])
+    print(f"screenshot of the replay page: {screenshot}")
+    labels = seen["labels"]
+    assert sorted(text.split(":")[0] for text, *_ in labels) == ["first denial", "stop"]
+    for i, (_, *a) in enumerate(labels):
+        for _, *b in labels[i + 1 :]:
+            apart = a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+            assert apart, labels
     assert screenshot.stat().st_size > 10_000

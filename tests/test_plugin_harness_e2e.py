@@ -216,7 +216,7 @@ def test_install_doctor_uninstall(harness: Harness) -> None:
     bad = harness.product.run("doctor", harness.name, env=harness.env)
     assert bad.returncode == 1
     assert f"PROBLEM  config: {config}: unknown config key 'duplicateLimt'" in bad.stdout
-    assert harness.product.run("install", harness.name, env=harness.env).returncode == 1
+    assert harness.product.run("install", harness.name, env=harness.env).returncode == 2
     config.unlink()
 
     # Other options: install records them, after a backup of the old loader.

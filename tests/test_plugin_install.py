@@ -115,9 +115,10 @@ def test_a_bad_config_fails_install_naming_the_key(name: str, tmp_path: Path) ->
     config = tmp_path / "breaker.json"
     config.write_text(json.dumps({"duplicateLimt": 3}))
     done = cli(tmp_path, "install", name, "--config", str(config))
-    assert done.returncode == 1
-    assert f"dsh-circuit-breaker install {name}: {config}: unknown config key 'duplicateLimt'" in (
-        done.stderr
+    assert done.returncode == 2  # a usage error: the file given does not load
+    assert done.stderr == (
+        f"dsh-circuit-breaker: {config}: unknown config key 'duplicateLimt'; "
+        "did you mean duplicateLimit?\n"
     )
     assert not (tmp_path / LOADERS[name]).exists()
 

@@ -10,6 +10,7 @@ from ._version import __version__
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any, NoReturn
 
 # name -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -40,7 +41,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hook": ("dsh_circuit_breaker.hook", "the command hook a harness runs before each tool call"),
     "mcp": ("dsh_circuit_breaker.guard.mcp", "the breaker in front of an MCP server (a relay)"),
     "status": ("dsh_circuit_breaker.commands.status", "agents in the state store, and limits"),
-    "reset": ("dsh_circuit_breaker.commands.reset", "forget agents' state (a capped subagent)"),
+    "reset": (
+        "dsh_circuit_breaker.commands.reset",
+        "forget agents' state, so that a tripped or capped agent runs again",
+    ),
     "incidents": ("dsh_circuit_breaker.commands.incidents", "the incident log, readable"),
 }
 
@@ -55,12 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .hook import main as hook_main
 
         return hook_main(argv[1:], exit_process=process)
-    import argparse
     import importlib
 
-    parser = argparse.ArgumentParser(
-        prog="dsh-circuit-breaker", description="A loop guard for LLM agents."
-    )
+    parser = _parser_class()(prog="dsh-circuit-breaker", description="A loop guard for LLM agents.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None)
@@ -76,7 +77,78 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    code: int = args._run(args)
+    empty = _empty_value(args._parser, args)
+    if empty:
+        empty[0].error(f"{empty[1]}: an empty value")
+    return _run(args)
+
+
+def _empty_value(parser: Any, args: Any) -> tuple[Any, str] | None:
+    """The (sub)parser and option (or argument) given an empty string, if any: a
+    `--config ""` would otherwise mean "no config file" and `--state ""` "the default
+    store", silently."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(str(getattr(args, action.dest, "")))
+            found = _empty_value(chosen, args) if chosen is not None else None
+            if found:
+                return found
+            continue
+        value = getattr(args, action.dest, None)
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            return parser, "/".join(action.option_strings) or str(action.metavar or action.dest)
+    return None
+
+
+def _parser_class() -> type:
+    """argparse's parser, saying a usage error the one way (`usage.error`): one line
+    that names the command and the problem, where argparse prints its usage first."""
+    import argparse
+
+    from . import usage
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            usage.error(
+                f"{self.prog.removeprefix('dsh-circuit-breaker ')}: {message} "
+                f"(see {self.prog} --help)"
+            )
+            sys.exit(usage.USAGE)
+
+    return Parser
+
+
+def _run(args: Any) -> int:
+    """Run the chosen command. What a person got wrong (a config that does not load, a
+    file it cannot use) or a store that does not answer ends in one line; anything else
+    is a bug, said in one line too, with the traceback only under DSH_CIRCUIT_BREAKER_DEBUG."""
+    import os
+
+    from . import usage
+    from .config import ConfigError
+    from .stores.unavailable import StoreUnavailable
+
+    try:
+        code: int = args._run(args)
+    except ConfigError as exc:
+        return usage.error(exc)
+    except OSError as exc:  # files.Unsafe among them: a path the command will not use
+        return usage.error(usage.os_error(exc))
+    except StoreUnavailable as exc:
+        return usage.error(exc, usage.FAILED)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if os.environ.get("DSH_CIRCUIT_BREAKER_DEBUG"):
+            raise
+        return usage.error(
+            f"internal error (a bug; DSH_CIRCUIT_BREAKER_DEBUG=1 shows where): "
+            f"{type(exc).__name__}: {exc}",
+            usage.FAILED,
+        )
     return code
 
 

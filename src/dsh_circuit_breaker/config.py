@@ -47,6 +47,9 @@ _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
     "store_timeout": (2.0, (int, float)),
     "tool_limits": ({}, (dict,)),
     "stop_after_denials": (STOP_AFTER_DENIALS, (int,)),
+    # The HTTP guard's live page: a short, masked preview of each agent's repeated call,
+    # held in the guard's memory only (never in the store or on disk).
+    "preview_arguments": (True, (bool,)),
 }
 _LISTS = ("exempt", "only", "ignore_args")
 _MAPPINGS = ("deny_message", "tool_limits")
@@ -89,6 +92,7 @@ class Config:
     store_timeout: float
     tool_limits: Mapping[str, int]
     stop_after_denials: int
+    preview_arguments: bool
     _matcher: _ToolMatcher
     _budgets: _BudgetMatcher
 
@@ -110,6 +114,7 @@ class Config:
         store_timeout: float = 2.0,
         tool_limits: Mapping[str, int] | None = None,
         stop_after_denials: int = STOP_AFTER_DENIALS,
+        preview_arguments: bool = True,
     ) -> None:
         values = dict(locals())
         del values["self"]
@@ -199,8 +204,7 @@ class Config:
         for key, value in mapping.items():
             name = _KEYS.get(key) if isinstance(key, str) else None
             if name is None:
-                known = ", ".join(sorted(_camel(n) for n in _FIELDS))
-                raise ConfigError(f"unknown config key {shown(key)} (known keys: {known})")
+                raise ConfigError(f"unknown config key {shown(key)}{_suggestion(key)}")
             if name in values:
                 raise ConfigError(f"config key {_camel(name)} given twice")
             values[name] = value
@@ -234,6 +238,16 @@ class Config:
         if isinstance(self.deny_message, str):
             return self.deny_message
         return self.deny_message.get(kind, DEFAULT_MESSAGES[kind])
+
+
+def _suggestion(key: object) -> str:
+    """`; did you mean duplicateLimit?` for `duplicateLimt`, else where the keys are
+    listed: naming all sixteen hides the one that was meant."""
+    import difflib  # only on a bad key: the hook's happy path never pays for it
+
+    known = sorted(_camel(n) for n in _FIELDS)
+    near = difflib.get_close_matches(_camel(str(key)), known, n=1, cutoff=0.6)
+    return f"; did you mean {near[0]}?" if near else " (the README's config table lists the keys)"
 
 
 def _error(name: str, problem: str) -> ConfigError:

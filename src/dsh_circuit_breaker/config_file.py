@@ -212,7 +212,16 @@ def _parse(path: str, raw: bytes) -> Any:
         raise
     except Exception as exc:  # each parser has its own error class
         kind = {"toml": "TOML", "yaml": "YAML", "yml": "YAML"}.get(ext, "JSON")
-        raise ConfigError(f"{path} is not valid {kind}: {exc}") from None
+        raise ConfigError(f"{path} is not valid {kind}: {_parse_problem(exc)}") from None
+
+
+def _parse_problem(exc: Exception) -> str:
+    """A parser's error on one line. PyYAML's runs to several (its context, a caret,
+    and `"<byte string>"` for the file): its problem and position are what matter."""
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(exc).split())
 
 
 def _counted(data: Any, path: str) -> Any:

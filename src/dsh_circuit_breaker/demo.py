@@ -9,8 +9,10 @@ import tempfile
 from .breaker import CircuitBreaker
 from .config import Config
 from .display import plural
+from .usage import int_in
 
 PROBE_CALLS = 10
+MAX_CALLS = 1000  # past the default cap (300), more calls show nothing new
 
 
 def probe_calls(n: int = PROBE_CALLS) -> list[dict[str, str]]:
@@ -22,7 +24,13 @@ def probe_calls(n: int = PROBE_CALLS) -> list[dict[str, str]]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--calls", type=int, default=PROBE_CALLS, help="how many probe calls")
+    parser.add_argument(
+        "--calls",
+        metavar="N",
+        type=int_in(1, MAX_CALLS),
+        default=PROBE_CALLS,
+        help=f"how many probe calls (default: {PROBE_CALLS})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,8 +50,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"\nWhat the model receives instead of the tool's output:\n  {denial}")
         if stop:
             print(f"\nFrom call {stop[0]} on, the harness is told to stop the agent:\n  {stop[1]}")
-        with open(log_path, encoding="utf-8") as log:
-            lines = log.read().splitlines()
+        lines = []
+        if os.path.exists(log_path):  # written at the first denial only
+            with open(log_path, encoding="utf-8") as log:
+                lines = log.read().splitlines()
         print(f"\nIncident log ({plural(len(lines), 'line')}):")
         for line in lines:
             print(f"  {line}")

@@ -23,14 +23,25 @@ class Unsafe(OSError):
     """A path the breaker will not use; the message says which and why."""
 
 
-def read_regular(path: str, limit: int) -> bytes:
-    """The contents of the regular file `path`, at most `limit` bytes long."""
+def open_regular(path: str) -> int:
+    """A read-only descriptor for the regular file `path` (a symlink to one will do);
+    a directory, FIFO or device is `Unsafe`, refused before anything is read from it."""
     # Non-blocking: opening a FIFO for reading would otherwise wait for a writer.
     fd = os.open(path, os.O_RDONLY | _NONBLOCK | _CLOEXEC)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise Unsafe(f"{path} is not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The contents of the regular file `path`, at most `limit` bytes long."""
+    fd = open_regular(path)
+    try:
+        info = os.fstat(fd)
         if info.st_size > limit:
             raise Unsafe(f"{path} is larger than {limit} bytes")
         chunks, size = [], 0

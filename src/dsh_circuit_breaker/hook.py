@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 def say(message: str) -> None:
     """One line on stderr: what the harness shows in its hook log, never a traceback."""
-    prefix = "dsh-circuit-breaker hook: "
+    prefix = "dsh-circuit-breaker: hook: "  # every command's one prefix (usage.py)
     message = message.removeprefix("dsh-circuit-breaker: ")  # the breaker's own warnings
     try:
         sys.stderr.write(prefix + " ".join(message.split()) + "\n")
@@ -141,7 +141,9 @@ def _main(argv: list[str] | None) -> int:
         say(str(exc))
         return 0
     except Exception as exc:  # config errors, store errors, our own bugs: never block
-        say(f"{type(exc).__name__}: {exc}; call allowed")
+        # A config error names its file and key; only a bug needs its class named.
+        kind = "" if isinstance(exc, ValueError) else f"{type(exc).__name__}: "
+        say(f"{kind}{exc}; call allowed")
         return 0
     if out is not None:
         try:

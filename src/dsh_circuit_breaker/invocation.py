@@ -66,6 +66,8 @@ def parse_hook(argv: list[str]) -> HookOptions:
             if i >= len(argv):
                 raise UsageError(f"{name} needs a value; {HOOK_USAGE}")
             value = argv[i]
+        if not value.strip():  # would mean "the default" without a word
+            raise UsageError(f"{name}: an empty value; {HOOK_USAGE}")
         setattr(options, name[2:], value)
         i += 1
     return options

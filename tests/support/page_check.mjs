@@ -1,9 +1,11 @@
 // The live page in real headless Chromium (Debian's, driven by playwright-core), as a
 // person opens it: with the address `serve --http` printed. Usage:
-//   node page_check.mjs ORIGIN TOKEN PROFILE_DIR SCREENSHOT
-// It loads the page, makes hook requests itself (a new agent, then its denial), waits for
-// the page to show each, clicks the agent's reset button, and prints one JSON line of
-// what it saw and how long each took. Every wait is bounded.
+//   node page_check.mjs ORIGIN TOKEN PROFILE_DIR SCREENSHOT_WIDE SCREENSHOT_NARROW
+// It loads the page, makes hook requests itself (a new agent, then its denial, then a
+// quiet agent after it), waits for the page to show each, takes screenshots at 1400 and
+// 800 px wide (and measures the narrow one for boxes that overlap), clicks the looping
+// agent's reset button (accepting its confirmation), opens the page without the token,
+// and prints one JSON line of what it saw and how long each took. Every wait is bounded.
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -12,13 +14,14 @@ const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(join(here, "..", "e2e", "package.json"));
 const { chromium } = require("playwright-core");
 
-const [origin, token, profile, screenshot] = process.argv.slice(2);
+const [origin, token, profile, screenshot, narrow] = process.argv.slice(2);
 const SESSION = "browser-session-1";
+const QUIET = "quiet-session-2";
 const WAIT = 10000;
 
-async function hook(command) {
+async function hook(command, session = SESSION) {
   const event = {
-    session_id: SESSION, hook_event_name: "PreToolUse", tool_name: "Bash",
+    session_id: session, hook_event_name: "PreToolUse", tool_name: "Bash",
     tool_input: { command, description: "page check" }, tool_use_id: "toolu_page",
   };
   const response = await fetch(origin + "/hook/claude-code", {
@@ -38,10 +41,29 @@ const context = await chromium.launchPersistentContext(profile, {
   viewport: { width: 1400, height: 800 },
 });
 const seen = { console: [] };
+
+// Pairs of elements among `selector`'s whose boxes intersect (by more than a pixel).
+async function overlaps(page, selector) {
+  return page.$$eval(selector, (nodes) => {
+    const boxes = nodes.map((n) => [n, n.getBoundingClientRect()])
+      .filter(([, b]) => b.width > 0 && b.height > 0);
+    const found = [];
+    for (let i = 0; i < boxes.length; i++) {
+      for (let j = i + 1; j < boxes.length; j++) {
+        const [a, b] = [boxes[i][1], boxes[j][1]];
+        const x = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+        const y = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+        if (x > 1 && y > 1) found.push(boxes[i][0].tagName + "/" + boxes[j][0].tagName);
+      }
+    }
+    return found;
+  });
+}
 try {
   const page = await context.newPage();
   page.on("console", (message) => seen.console.push(message.type() + ": " + message.text()));
   page.on("pageerror", (error) => seen.console.push("pageerror: " + error.message));
+  page.on("dialog", async (dialog) => { seen.confirm = dialog.message(); await dialog.accept(); });
   const loaded = await page.goto(origin + "/?token=" + encodeURIComponent(token));
   seen.status = loaded.status();
   seen.title = await page.title();
@@ -60,12 +82,29 @@ try {
   await row.locator(".badge.denied").waitFor({ timeout: WAIT });
   seen.denialShownMs = Date.now() - started;
   seen.denialCells = await row.locator("td.num").allTextContents();
+  seen.quiet = await hook("ls", QUIET);  // more recent, but fine: listed after the loop
+  await page.locator(`tr.agent[data-agent="${QUIET}"]`).waitFor({ timeout: WAIT });
+  seen.order = await page.locator("tr.agent").evaluateAll((rows) => rows.map((r) => r.dataset.agent));
+  seen.firstRepeat = await page.locator("tr.agent").first().locator("td.repeat").textContent();
+  seen.banner = await page.locator("#attention").textContent();
+  seen.bannerShown = await page.locator("#attention").isVisible();
   await row.click();
   await page.locator("#timeline .cell.deny").first().waitFor({ timeout: WAIT });
-  seen.timelineCells = await page.locator("#timeline .cell").count();
+  seen.timelineCells = await page.locator("#timeline .cell").allTextContents();
+  seen.next = await page.locator("#next").textContent();
   await page.locator("#incidents .kind").first().waitFor({ timeout: WAIT });
   seen.incident = await page.locator("#incidents li").first().textContent();
   await page.screenshot({ path: screenshot, fullPage: true });
+  await page.setViewportSize({ width: 800, height: 900 });
+  await page.waitForTimeout(700);  // a poll or two at the new width
+  seen.narrowOverlaps = [
+    ...(await overlaps(page, "header > *")),
+    ...(await overlaps(page, "main > section")),
+    ...(await overlaps(page, "tr.agent:first-child > td")),
+  ];
+  seen.narrowWidth = await page.evaluate(() => document.documentElement.scrollWidth);
+  await page.screenshot({ path: narrow, fullPage: true });
+  await page.setViewportSize({ width: 1400, height: 800 });
 
   started = Date.now();
   await row.locator("button.reset").click();
@@ -75,6 +114,13 @@ try {
   seen.timelineAfterReset = await page.locator("#timeline p").textContent();
   seen.afterReset = await hook("echo loop");
   seen.error = await page.locator("#error").textContent();
+  page.removeAllListeners("console");  // the browser logs the 401 it is meant to get
+  const bare = await page.goto(origin + "/");
+  seen.noToken = {
+    status: bare.status(),
+    type: bare.headers()["content-type"],
+    heading: await page.locator("h1").textContent(),
+  };
 } finally {
   await context.close();
 }

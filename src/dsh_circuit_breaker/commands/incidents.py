@@ -13,7 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..display import plural, printable
+from ..files import open_regular
 from ..incidents import record_of
+from ..usage import error
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,24 +50,19 @@ def raw(record: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     path = args.log
     if not path:
-        from ..config import ConfigError
         from ..config_file import hook_config
 
-        try:
-            config, _ = hook_config(args.config)
-        except ConfigError as exc:
-            print(f"error: {exc}")
-            return 1
+        config, _ = hook_config(args.config)
         if not config.incident_log:
-            print("the incident log is off (incidentLog is empty in the config)")
-            return 1
+            return error("the incident log is off (incidentLog is empty in the config)")
         path = config.incident_log
     path = os.path.expanduser(path)
     show = raw if args.json else readable
     offset = 0
     if os.path.exists(path):
         skipped = 0
-        with open(path, encoding="utf-8", errors="replace") as log:
+        # As the hook does: a directory or FIFO is refused, not read (a FIFO would block).
+        with open(open_regular(path), encoding="utf-8", errors="replace") as log:
             for line in log:
                 record = record_of(line)
                 if record is None:
@@ -75,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
             offset = log.tell()
         if skipped:
             print(f"{plural(skipped, 'unreadable line')} skipped in {path}", file=sys.stderr)
+    elif args.log and not args.follow:  # a log named by hand that is not there: a typo?
+        return error(f"--log {path}: no such file")
     elif not args.follow:
         print(f"no incidents yet ({path} does not exist)")
         return 0
@@ -96,7 +95,7 @@ def _follow(path: str, offset: int, show: Callable[[dict[str, Any]], str]) -> No
         if size < offset:  # truncated or replaced: start again from its top
             offset, partial = 0, ""
         if size > offset:
-            with open(path, encoding="utf-8", errors="replace") as log:
+            with open(open_regular(path), encoding="utf-8", errors="replace") as log:
                 log.seek(offset)
                 chunk = log.read()
                 offset = log.tell()

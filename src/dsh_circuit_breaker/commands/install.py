@@ -10,15 +10,23 @@ so they import their harness's packages lazily.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from ..harnesses import HARNESSES, target_module, targets
+
+WHAT = {  # as cli.COMMANDS says it, for a TARGET's own --help
+    "install": "put the breaker into",
+    "uninstall": "take the breaker out of",
+    "doctor": "prove the breaker loads in",
+}
 
 
 def add_target_arguments(parser: argparse.ArgumentParser, action: str) -> None:
     sub = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
     for name in targets():
-        _add(name, sub.add_parser(name, help=f"{action} for {name}"), action)
+        described = f"{WHAT[action]} {getattr(target_module(name), 'LABEL', name)}"
+        _add(name, sub.add_parser(name, help=described, description=described), action)
 
 
 def _add(name: str, parser: argparse.ArgumentParser, action: str) -> None:
@@ -48,4 +56,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if hasattr(args, "config") or hasattr(args, "state"):
+        check_hook_options(args)
     return run_target(args, "install")
+
+
+def check_hook_options(args: argparse.Namespace) -> None:
+    """Load the config and open the state store the installed hook will use, as it will:
+    a typo in either would otherwise be installed, and every tool call after would fail
+    open with a warning on a stderr nobody reads. ConfigError (or StoreUnavailable) says
+    what is wrong, before anything is written."""
+    from ..config_file import hook_config, state_url
+    from ..stores import store_from_url
+
+    harness = target_module(args.target)
+    config, file_state = hook_config(getattr(args, "config", None), harness)
+    store = store_from_url(state_url(getattr(args, "state", None), file_state), config)
+    probe = f"dsh-circuit-breaker-install-{os.getpid()}"
+    try:  # a write, as the hook's first call makes (a Redis store connects only then)
+        store.transact(probe, lambda state: state.calls)
+        store.reset(probe)
+    finally:
+        store.close()

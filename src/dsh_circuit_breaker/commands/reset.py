@@ -8,6 +8,7 @@ import argparse
 
 from ..agents import forget
 from ..display import plural, printable
+from ..usage import FAILED, error
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,26 +24,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..agents import describe
-    from ..config import ConfigError
-    from ..stores import StoreUnavailable
     from ._state import open_state
 
     wanted: list[str] = list(dict.fromkeys(args.agents))
+    config, url, store = open_state(args.config, args.state)
     try:
-        config, url, store = open_state(args.config, args.state)
-        try:
-            found, similar = forget(store, wanted)
-        finally:
-            store.close()
-    except (ConfigError, StoreUnavailable) as exc:
-        print(f"error: {exc}")
-        return 1
+        found, similar = forget(store, wanted)
+    finally:
+        store.close()
     for agent in wanted:
         name = printable(agent)
         if agent not in found:
-            print(f"no agent {name!r} in {url}: nothing reset")
-            for other in similar[agent]:
-                print(f"  did you mean {printable(other)!r}?")
+            others = ", ".join(repr(printable(other)) for other in similar[agent])
+            hint = (
+                f"did you mean {others}?" if others else "`dsh-circuit-breaker status` lists them"
+            )
+            error(f"no agent {name!r} in {url}: nothing reset ({hint})", FAILED)
             continue
         state = found[agent]
         if state is None:
@@ -54,7 +51,4 @@ def run(args: argparse.Namespace) -> int:
             f"reset {name}: forgot {plural(row['calls'], 'call')} (tripped: {tripped}); "
             "its next call starts afresh"
         )
-    if len(found) < len(wanted):
-        print("(`dsh-circuit-breaker status` lists the agents in the store)")
-        return 1
-    return 0
+    return FAILED if len(found) < len(wanted) else 0

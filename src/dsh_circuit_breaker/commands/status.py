@@ -10,44 +10,45 @@ from typing import Any
 
 from ..agents import describe
 from ..display import plural, printable, utc
+from ..usage import int_in
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="config file (as the hook reads it)")
     parser.add_argument("--state", metavar="URL", help="state URL (as the hook uses it)")
     parser.add_argument("--json", action="store_true", help="one JSON object per agent")
-    parser.add_argument("--limit", type=int, default=50, help="most recent agents shown (50)")
+    parser.add_argument(
+        "--limit",
+        metavar="N",
+        type=int_in(1, 1_000_000),
+        default=50,
+        help="most recent agents shown (default: 50)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import ConfigError
-    from ..stores import StoreUnavailable
     from ._state import open_state
 
     rows: list[dict[str, Any]] = []
     unreadable = 0
+    config, url, store = open_state(args.config, args.state)
     try:
-        config, url, store = open_state(args.config, args.state)
-        try:
-            for agent, state in store.agents():
-                if state is None:
-                    unreadable += 1
-                else:
-                    rows.append(describe(agent, state, config))
-        finally:
-            store.close()
-    except (ConfigError, StoreUnavailable) as exc:
-        print(f"error: {exc}")
-        return 1
+        for agent, state in store.agents():
+            if state is None:
+                unreadable += 1
+            else:
+                rows.append(describe(agent, state, config))
+    finally:
+        store.close()
     rows.sort(key=lambda r: r["updated"], reverse=True)
-    shown = rows[: max(args.limit, 0)]
+    shown = rows[: args.limit]
     skipped = (
         f"{plural(unreadable, 'unreadable agent record')} skipped "
         "(`dsh-circuit-breaker reset AGENT` clears one)"
     )
     if args.json:
-        for row in shown:
-            print(json.dumps(row))
+        for row in shown:  # the time as the text shows it, beside the epoch seconds
+            print(json.dumps({**row, "lastCallAt": utc(row["updated"])}))
         if unreadable:
             print(skipped, file=sys.stderr)
         return 0
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         return 0
     width = min(max(5, *(len(printable(r["agent"])) for r in shown)), 60)
-    print(f"{'AGENT':<{width}}  {'CALLS':>11}  {'TOP REPEAT':>10}  {'TRIPPED':<15}  LAST CALL")
+    print(f"{'AGENT':<{width}}  {'CALLS':>11}  {'TOP REPEAT':>10}  {'TRIPPED':<15}  LAST CALL AT")
     for row in shown:
         calls = f"{row['calls']}/{row['cap']}" if row["cap"] else str(row["calls"])
         repeat = f"{row['topRepeat']}/{row['duplicateLimit']}"

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..display import plural
 from ..harnesses._settings import write_text
+from ..usage import FAILED, directory, error, program
 from . import NPM_NAME, PLUGIN_ID, plugin_path, skill_path
 from .dump import Expression, file_of, find_entries
 
@@ -48,6 +49,7 @@ class InstallError(Exception):
 def _add_profile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",
+        metavar="NAME",
         default=DEFAULT_PROFILE,
         help=f"DSH profile (default: {DEFAULT_PROFILE}, the Python SDK's profile)",
     )
@@ -55,6 +57,7 @@ def _add_profile_arguments(parser: argparse.ArgumentParser) -> None:
         "--dsh-home",
         default=None,
         metavar="DIR",
+        type=directory,
         help="DSH home (default: $DSH_HOME, else ~/.dsh)",
     )
 
@@ -78,6 +81,7 @@ def add_install_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--python",
+        metavar="PYTHON",
         default=sys.executable,
         help="interpreter for the guard process (default: this one)",
     )
@@ -97,7 +101,8 @@ def add_doctor_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dsh",
         default=None,
-        metavar="PATH",
+        metavar="FILE",
+        type=program,
         help="dsh executable (default: `dsh` on PATH, else the Python SDK's runtime)",
     )
 
@@ -289,8 +294,7 @@ def install(args: argparse.Namespace) -> int:
         if _read(profile.sidecar) != sidecar:
             write_text(profile.sidecar, sidecar, backup=False)
     except (InstallError, OSError) as exc:
-        print(f"dsh-circuit-breaker install dsh: {exc}", file=sys.stderr)
-        return 1
+        return error(f"install dsh: {exc}", FAILED)
     print(f"check it loads: dsh-circuit-breaker doctor dsh --profile {profile.name}")
     return 0
 
@@ -323,8 +327,7 @@ def uninstall(args: argparse.Namespace) -> int:
         with contextlib.suppress(FileNotFoundError):
             profile.sidecar.unlink()
     except (InstallError, OSError) as exc:
-        print(f"dsh-circuit-breaker uninstall dsh: {exc}", file=sys.stderr)
-        return 1
+        return error(f"uninstall dsh: {exc}", FAILED)
     return 0
 
 

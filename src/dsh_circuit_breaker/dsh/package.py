@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from .._version import __version__
+from ..usage import error, os_error
 from . import NPM_NAME
 from .install import insert_row
 
@@ -39,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--python",
+        metavar="PYTHON",
         default=sys.executable,
         help="interpreter for the guard process (default: this one)",
     )
@@ -97,8 +99,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         target = write_package(Path(args.out).expanduser().absolute(), python)
     except OSError as exc:
-        print(f"dsh-circuit-breaker dsh-package: {exc}", file=sys.stderr)
-        return 1
+        return error(f"dsh-package: {os_error(exc)}")
     print(f"wrote {target}")
     print(f"install it: dsh plugin --profile NAME add {shlex.quote(str(target))}")
     print("then check: dsh-circuit-breaker doctor dsh --profile NAME")

@@ -114,23 +114,23 @@ def run(args: argparse.Namespace) -> int:
 
         return stdio.run(args.config_json, args.state)
     import logging
-    import ssl
 
     from ..config import ConfigError
+    from ..usage import PREFIX, error, os_error
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
     if args.config_json:
-        print("dsh-circuit-breaker serve: --config-json is --stdio's; use --config FILE")
-        return 2
+        return error("serve --http: --config-json is --stdio's; use --config FILE")
     if args.ensure or args.stop:
         from . import ensure
 
         return ensure.ensure(args) if args.ensure else ensure.stop(args)
     try:
         server = build(args)
-    except (ConfigError, ValueError, OSError, ssl.SSLError) as exc:
-        print(f"dsh-circuit-breaker serve: {exc}", file=sys.stderr)
-        return 2
+    except OSError as exc:  # ssl.SSLError among them
+        return error(f"serve --http {args.http}: {os_error(exc)}")
+    except (ConfigError, ValueError) as exc:
+        return error(f"serve --http {args.http}: {exc}")
     from .._version import __version__
     from ..address import page_url
     from .service import redacted
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         )
     warning = server.guard.open()
     if warning:
-        print(f"dsh-circuit-breaker serve: {warning}", file=sys.stderr)
+        print(f"{PREFIX}serve: {warning}", file=sys.stderr)
     print(
         f"dsh-circuit-breaker {__version__}: guarding on {server.origin} "
         f"(state: {redacted(server.guard.url)}, pid {os.getpid()})\n"

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import time
 from typing import Any
 
@@ -56,12 +55,12 @@ def ensure(args: argparse.Namespace) -> int:
     from ..address import url_of
 
     if args.allow_remote or args.tls_cert:
-        return _say("--ensure starts a loopback service only; start a remote one yourself")
+        return _say("--ensure starts a loopback service only; start a remote one yourself", code=2)
     try:
         token = tokens.resolve(args.token)
         origin = url_of(args.http)
     except (ConfigError, ValueError) as exc:
-        return _say(str(exc))
+        return _say(str(exc), code=2)
     try:
         return _ensure(args, origin, token)
     except listener.NotOurs as exc:
@@ -101,7 +100,9 @@ def stop(args: argparse.Namespace) -> int:
         token = tokens.resolve(args.token, create=False)
         origin = url_of(args.http)
         answer = health(origin, token)
-    except (ConfigError, ValueError, listener.NotOurs) as exc:
+    except (ConfigError, ValueError) as exc:
+        return _say(str(exc), "--stop", code=2)
+    except listener.NotOurs as exc:
         return _say(str(exc), "--stop")
     if answer is None:
         print(f"no guard answers on {origin}")
@@ -115,11 +116,30 @@ def stop(args: argparse.Namespace) -> int:
         return _say(f"{origin} did not take the request to stop: {asked}", "--stop")
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
-        if listener.get(f"{origin}/proof?nonce=00", {}, 0.5) is None:
-            print(f"stopped the guard on {origin} (pid {answer.get('pid')})")
+        # Stopped is when the process is gone, not when it stops answering: its store
+        # is closed only then, and a new guard may bind the port. (Its pid is only waited
+        # on, never signalled: the listener was checked to be this user's guard.)
+        pid = answer.get("pid")
+        gone = not (isinstance(pid, int) and _alive(pid))
+        if listener.get(f"{origin}/proof?nonce=00", {}, 0.5) is None and gone:
+            print(f"stopped the guard on {origin} (pid {pid})")
             return 0
         time.sleep(0.05)
     return _say(f"the guard (pid {answer.get('pid')}) still answers on {origin}", "--stop")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive, and not ours to wait for
+        return True
+    try:  # our own child that exited (a test's) is a zombie until reaped
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:  # gone since, or no /proc here: its silence is all we can go by
+        return False
 
 
 def _start(args: argparse.Namespace, token: str) -> subprocess.Popen[bytes]:
@@ -157,6 +177,9 @@ def _log_tail(lines: int = 5, window: int = 8192) -> str:
     return " | ".join(text.strip().splitlines()[-lines:]) or "(empty log)"
 
 
-def _say(message: str, option: str = "--ensure") -> int:
-    print(f"dsh-circuit-breaker serve {option}: {message}", file=sys.stderr)
-    return 1
+def _say(message: str, option: str = "--ensure", code: int = 1) -> int:
+    """One line the way every command says a problem (`usage`): 2 for a bad option, 1
+    for a guard that does not answer or start."""
+    from ..usage import error
+
+    return error(f"serve {option}: {message}", code)

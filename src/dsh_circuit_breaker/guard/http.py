@@ -122,6 +122,15 @@ class RouteSet(Protocol):
 
     def respond(self, request: Request) -> Response: ...
 
+    def refused(self, request: Request | None, refusal: Refused) -> Response:
+        """The answer to a request refused before it was read (`request`: its head, if it
+        was parsed); the connection closes after it."""
+        ...
+
+
+def refused_json(refusal: Refused) -> Response:
+    return json_response(refusal.status, {"error": str(refusal)}, close=True)
+
 
 class GuardHTTPServer:
     """The listening socket (bound at construction, so a taken port fails there) and the
@@ -235,6 +244,7 @@ class GuardHTTPServer:
 
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Read one request and answer it; whether the connection stays open."""
+        request: Request | None = None
         try:
             with self._deadline(writer, HEAD_SECONDS):
                 try:
@@ -253,7 +263,7 @@ class GuardHTTPServer:
         except Refused as exc:
             # Closed after the answer: a body left unread must not be taken for a request.
             self.metrics.count("refused", exc.reason)
-            await self._send(writer, json_response(exc.status, {"error": str(exc)}, close=True))
+            await self._send(writer, self.routes.refused(request, exc))
             return False
         loop = asyncio.get_running_loop()
         answer = await loop.run_in_executor(self._workers, self.routes.respond, request)
@@ -360,6 +370,19 @@ class Routes:
 
     def body_limit(self, request: Request) -> int:
         return MAX_HOOK_BODY if request.path.startswith("/hook/") else MAX_API_BODY
+
+    def refused(self, request: Request | None, refusal: Refused) -> Response:
+        page = request is not None and request.method == "GET" and request.path == "/"
+        if refusal.status != 401 or not page:
+            return refused_json(refusal)
+        # A person at the page's address without the token: say where it is, as a page.
+        from .. import token as tokens
+        from ..config_file import ENV_TOKEN
+        from .unauthorized import page as unauthorized
+
+        policy = ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+        data = unauthorized(tokens.token_path(), ENV_TOKEN)
+        return Response(401, data, "text/html; charset=utf-8", close=True, extra=(policy,))
 
     def respond(self, request: Request) -> Response:
         try:

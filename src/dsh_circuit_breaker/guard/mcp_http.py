@@ -36,10 +36,10 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from ..cjson import loads
-from .http import GuardHTTPServer, Response, _bearer
+from .http import GuardHTTPServer, Response, _bearer, refused_json
 from .mcp import MAX_JUDGED_LINE, META_VERSION, Connection, McpGuard, Session, say
 from .metrics import Metrics
-from .wire import SECURITY_HEADERS, Request
+from .wire import SECURITY_HEADERS, Refused, Request
 
 TOKEN_HEADER = "Dsh-Circuit-Breaker-Token"
 # Not passed on: hop-by-hop (RFC 9110 7.6.1), recomputed, or the relay's own.
@@ -146,6 +146,9 @@ class McpRoutes:
 
     def body_limit(self, request: Request) -> int:
         return MAX_JUDGED_LINE
+
+    def refused(self, request: Request | None, refusal: Refused) -> Response:
+        return refused_json(refusal)
 
     def respond(self, request: Request) -> Response:
         try:

@@ -23,6 +23,35 @@
     return new Date(seconds * 1000).toISOString().replace(/\.\d+Z$/, "Z");
   }
 
+  function ago(seconds) {
+    if (!seconds) return "-";
+    const gone = Math.max(0, Date.now() / 1000 - seconds);
+    if (gone < 60) return Math.floor(gone) + " s ago";
+    if (gone < 3600) return Math.floor(gone / 60) + " min ago";
+    if (gone < 86400) return Math.floor(gone / 3600) + " h ago";
+    return Math.floor(gone / 86400) + " days ago";
+  }
+
+  // Stopped first, then capped and denied: what a supervisor must look at, at the top.
+  const RANK = { stopped: 0, capped: 1, denied: 2, ok: 3 };
+  const NEXT = {
+    stopped: "refused stopAfterDenials times in a row: its harness was told to end it. " +
+      "Read its transcript for what it was trying; a reset forgets its state, so a session " +
+      "that goes on starts afresh.",
+    capped: "reached maxCallsPerAgent: every call is refused. A reset gives it a new budget; " +
+      "a subagent (no user prompt resets it) needs one to run again.",
+    denied: "its last call, or its next repeat, is refused: the model was told why and " +
+      "usually changes course. Watch its timeline; reset only if the refusal was wrong.",
+    ok: "nothing to do.",
+  };
+
+  function repeated(agent) {
+    const r = agent.repeat;
+    if (!r || (!r.ran && !r.refused) || r.ran + r.refused < 2) return agent.lastTool || "-";
+    const what = r.preview ? r.preview : r.tool;
+    return what + " x" + r.ran + " ran" + (r.refused ? ", x" + r.refused + " refused" : "");
+  }
+
   async function api(path, options) {
     const response = await fetch(path, Object.assign({ headers, cache: "no-store" }, options));
     const body = await response.json();
@@ -45,12 +74,20 @@
     row.appendChild(el("td", agent.cap ? agent.calls + "/" + agent.cap : agent.calls, "num"));
     row.appendChild(el("td", agent.topRepeat + "/" + agent.duplicateLimit, "num"));
     row.appendChild(el("td", agent.denials === null ? "-" : agent.denials, "num"));
-    row.appendChild(el("td", agent.lastTool || "-", "id"));
-    row.appendChild(el("td", when(agent.updated)));
+    const repeat = el("td", repeated(agent), "id repeat");
+    repeat.title = agent.lastTool ? "tool: " + agent.lastTool : "";
+    row.appendChild(repeat);
+    const last = el("td", ago(agent.updated));
+    last.title = when(agent.updated);
+    row.appendChild(last);
     const cell = el("td");
     const button = el("button", "reset", "reset");
     button.title = "forget this agent's state: its next call starts afresh";
-    button.addEventListener("click", (event) => { event.stopPropagation(); reset(agent.agent); });
+    button.addEventListener("click", (event) => {
+      event.stopPropagation();
+      if (confirm("Reset " + agent.agent + "? Its state is forgotten: its next call starts " +
+                  "afresh (a stopped agent may run again).")) reset(agent.agent);
+    });
     cell.appendChild(button);
     row.appendChild(cell);
     row.addEventListener("click", () => { selected = agent.agent; refresh(); });
@@ -62,7 +99,16 @@
     $("state").textContent = data.state;
     $("count").textContent = data.total;
     const body = $("agents");
-    body.replaceChildren(...data.agents.map(agentRow));
+    const agents = data.agents.slice().sort((a, b) => RANK[a.status] - RANK[b.status]);
+    body.replaceChildren(...agents.map(agentRow));
+    const attention = agents.filter((a) => a.status !== "ok");
+    const banner = $("attention");
+    banner.hidden = !attention.length;
+    banner.className = attention.some((a) => a.status === "stopped") ? "loud" : "";
+    banner.textContent = attention.length === 1 ? "1 agent needs attention"
+      : attention.length + " agents need attention";
+    const chosen = agents.find((a) => a.agent === selected);
+    $("next").textContent = chosen ? chosen.status + ": " + NEXT[chosen.status] : "";
     if (!data.agents.length) {
       const row = el("tr");
       const cell = el("td", "no agents yet", "empty");
@@ -80,11 +126,23 @@
     const cells = el("div", null, "cells");
     const rows = el("tbody");
     const outcome = (event) => (event.allowed ? "ran" : "denied: " + event.kind + (event.stop ? ", stop" : ""));
+    // A run of identical calls (same tool, same outcome) is one cell with its count: a
+    // capped agent would otherwise show 200 cells alike.
+    const runs = [];
     for (const event of data.timeline) {
-      const cell = el("span", null, "cell" + (event.reset ? " reset" : event.allowed ? "" : " deny"));
+      const key = event.reset ? "reset" : event.tool + " " + outcome(event);
+      const run = runs[runs.length - 1];
+      if (run && run.key === key && !event.reset) run.events.push(event);
+      else runs.push({ key, events: [event] });
+    }
+    for (const run of runs) {
+      const event = run.events[0];
+      const n = run.events.length;
+      const cell = el("span", n > 1 ? "x" + n : null,
+        "cell" + (event.reset ? " reset" : event.allowed ? "" : " deny") + (n > 1 ? " run" : ""));
       cell.title = event.reset
         ? when(event.time) + " reset (" + event.reset + ")"
-        : when(event.time) + " " + event.tool + " " + outcome(event);
+        : when(event.time) + " " + run.key + (n > 1 ? " (" + n + " times in a row)" : "");
       cells.appendChild(cell);
     }
     for (const event of data.timeline.slice(-50).reverse()) {
@@ -121,7 +179,16 @@
       item.appendChild(el("span", incident.time + " "));
       item.appendChild(el("span", incident.kind, "kind"));
       item.appendChild(el("span", " " + incident.tool + " " + incident.count + "/" + incident.limit + " "));
-      item.appendChild(el("span", incident.agent || "(no id)", "id sub"));
+      const who = el("a", incident.agent || "(no id)", "id sub");
+      if (incident.agent) {
+        who.href = "#";
+        who.addEventListener("click", (event) => {
+          event.preventDefault();
+          selected = String(incident.agent);
+          refresh();
+        });
+      }
+      item.appendChild(who);
       return item;
     }));
   }
@@ -144,7 +211,12 @@
       $("updated").textContent = new Date().toISOString().replace(/\.\d+Z$/, "Z");
       $("error").textContent = "";
     } catch (error) {
-      $("error").textContent = error.message;
+      // fetch rejects with a TypeError when nothing answers: say what to do about it.
+      $("error").textContent = error instanceof TypeError
+        ? "guard not reachable at " + location.origin + ": start it with " +
+          "`dsh-circuit-breaker serve --http " + location.host + "` (or restart the harness " +
+          "session: `install ... --http` starts it)"
+        : error.message;
     } finally {
       busy = false;
     }

@@ -35,6 +35,7 @@ from ..stores import StoreUnavailable
 from ..stores.base import Store
 from .core import Harnesses
 from .metrics import Metrics
+from .preview import Repeat, preview
 
 T = TypeVar("T")
 
@@ -79,12 +80,13 @@ class CountingStore:
 class Activity:
     """One agent as this service saw it: for the page, never for a decision."""
 
-    __slots__ = ("denials", "harness", "last_denied", "timeline")
+    __slots__ = ("denials", "harness", "last_denied", "repeat", "timeline")
 
     def __init__(self, harness: str) -> None:
         self.harness = harness
         self.denials = 0
         self.last_denied = False
+        self.repeat = Repeat()  # its last call's preview (preview.py): memory only
         # (time, tool, kind, count, limit, stop) per call, (time, why) per reset: tuples, since
         # AGENTS_REMEMBERED x TIMELINE of them may be held.
         self.timeline: deque[tuple[Any, ...]] = deque(maxlen=TIMELINE)
@@ -164,8 +166,11 @@ class Guard:
         return Answer(b"" if answer is None else answer.encode())
 
     def _saw(self, harness: str, call: Call, decision: Decision) -> None:
+        config = self.harnesses.get(harness).config
+        text = preview(call.arguments, config.ignore_args) if config.preview_arguments else ""
         with self._lock:
             activity = self._activity_of(call.agent, harness)
+            activity.repeat.saw(call.tool[:TOOL_NAME_KEPT], text, decision.allowed)
             activity.last_denied = not decision.allowed
             if not decision.allowed:
                 activity.denials += 1
@@ -241,6 +246,7 @@ class Guard:
         with self._lock:
             activity = self._activity.get(agent)
             seen = (activity.harness, activity.denials, activity.last_denied) if activity else None
+            repeat = activity.repeat.to_json() if activity and activity.repeat.tool else None
             timeline = reversed(activity.timeline) if activity else iter(())
             last_tool = next((e[1] for e in timeline if len(e) > 2), None)
         session, _, subagent = agent.partition("/")
@@ -250,6 +256,7 @@ class Guard:
             harness=seen[0] if seen else None,
             denials=seen[1] if seen else None,
             lastTool=last_tool,
+            repeat=repeat,
             status=_status(row["tripped"], bool(seen and seen[2])),
         )
         return row

@@ -47,6 +47,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+from .. import usage
 from .._log import warn
 from .._version import __version__
 from ..breaker import CircuitBreaker
@@ -257,10 +258,12 @@ def run(config_json: str | None, state: str | None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
     try:
         config = Config.from_mapping(json.loads(config_json)) if config_json else None
+    except (ValueError, ConfigError) as exc:
+        return usage.error(f"serve --stdio --config-json: {exc}")
+    try:
         server = GuardServer(config, state)
     except (ValueError, ConfigError) as exc:
-        print(f"dsh-circuit-breaker serve: {exc}", file=sys.stderr)
-        return 2
+        return usage.error(f"serve --stdio: {exc}")
     try:
         serve(server, sys.stdin.buffer, sys.stdout.buffer)
     except (BrokenPipeError, KeyboardInterrupt):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..invocation import hook_command, options_of
+from ..usage import FAILED, directory, error
 from . import _doctor, _http_hook, _settings
 
 
@@ -30,10 +31,14 @@ def add_arguments(harness: Any, parser: argparse.ArgumentParser, action: str) ->
             "--scope",
             choices=harness.SCOPES,
             default=harness.SCOPES[0],
-            help="settings file to change",
+            help="settings file to change (default: %(default)s)",
         )
     parser.add_argument(
-        "--project", metavar="DIR", default=None, help="project directory (default: current)"
+        "--project",
+        metavar="DIR",
+        type=directory,
+        default=None,
+        help="project directory (default: current)",
     )
     parser.add_argument(
         harness.FILE_OPTION,
@@ -43,16 +48,21 @@ def add_arguments(harness: Any, parser: argparse.ArgumentParser, action: str) ->
         help="a settings file of your own instead",
     )
     if action != "uninstall":
+        where = (
+            "written into the hook command"
+            if action == "install"
+            else "checked instead of the one the installed hook command names"
+        )
         parser.add_argument(
             "--config",
             metavar="FILE",
-            help="config file the hook reads (written into the hook command; default: "
+            help=f"config file the hook reads ({where}; default: "
             "$DSH_CIRCUIT_BREAKER_CONFIG, else the user config file)",
         )
         parser.add_argument(
             "--state",
             metavar="URL",
-            help="state URL the hook uses (written into the hook command; default: "
+            help=f"state URL the hook uses ({where}; default: "
             "$DSH_CIRCUIT_BREAKER_STATE, else sqlite:// in the user's state directory)",
         )
     if action == "install" and _http_hook.supports(harness):
@@ -96,12 +106,12 @@ def install(harness: Any, args: argparse.Namespace) -> int:
     try:
         settings = _ops(harness, "read_settings")(path)
     except _settings.SettingsError as exc:
-        print(f"error: {exc}")
-        return 1
+        return error(exc, FAILED)
     blocked = _conflicts(harness, path)
     if blocked:
-        print("\n".join(f"error: {reason}" for reason in blocked) + f"\nnot changing {path}")
-        return 1
+        for reason in blocked:
+            error(f"{reason}; not changing {path}", FAILED)
+        return FAILED
     if getattr(args, "http", None):
         return _http_hook.install(harness, args, path, settings)
     command = hook_command(args.config, args.state, harness.NAME)
@@ -122,13 +132,14 @@ def uninstall(harness: Any, args: argparse.Namespace) -> int:
     try:
         settings = _ops(harness, "read_settings")(path)
     except _settings.SettingsError as exc:
-        print(f"error: {exc}")
-        return 1
+        return error(exc, FAILED)
     if not _ops(harness, "our_commands")(settings) and not _http_hook.ours(settings):
         print(f"{harness.LABEL}: not installed in {path}; nothing changed")
         return 0
     cleaned = _ops(harness, "without_ours")(settings)
-    if cleaned == getattr(harness, "EMPTY_FILE", None):  # a file of our own, now empty
+    if cleaned == {}:  # it held nothing but us (install made it): nothing to back up
+        saved = _settings.remove_file(path, backup=False)
+    elif cleaned == getattr(harness, "EMPTY_FILE", None):  # a file of our own, now empty
         saved = _settings.remove_file(path, backup=not args.no_backup)
     else:
         saved = _settings.write_settings(path, cleaned, backup=not args.no_backup)

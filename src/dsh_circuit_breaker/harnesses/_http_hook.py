@@ -98,21 +98,20 @@ def ours(settings: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 def install(harness: Any, args: argparse.Namespace, path: Path, settings: dict[str, Any]) -> int:
     from .. import token as tokens
-    from ..address import parse_address
+    from ..address import page_url, parse_address, url_of
     from ..config import ConfigError
+    from ..usage import error
 
     if not args.file and args.scope == "project":
-        print(
-            "error: --http puts your token into the settings file; the project's is shared "
+        return error(
+            "--http puts your token into the settings file; the project's is shared "
             "with the repository. Use --scope local (yours only) or --scope user."
         )
-        return 1
     try:
         parse_address(args.http)
         token = tokens.resolve(None)
     except (ValueError, ConfigError) as exc:
-        print(f"error: {exc}")
-        return 1
+        return error(exc)
     command = ensure_command(args.http, args.config, args.state)
     wanted = with_ours(harness, settings, args.http, command, token)
     url = wanted["hooks"][harness.HTTP_EVENTS[0]][-1]["hooks"][0]["url"]
@@ -120,7 +119,8 @@ def install(harness: Any, args: argparse.Namespace, path: Path, settings: dict[s
         f"  hook URL: {url} ({', '.join(harness.HTTP_EVENTS)})\n"
         f"  {harness.START_EVENT} starts the guard unless it answers: {command}\n"
         "  while the guard cannot be asked, every prompt and tool call is refused "
-        "(onFailure: block)"
+        "(onFailure: block)\n"
+        f"  the live page: {page_url(url_of(args.http), token)}"
     )
     if wanted == settings:
         print(f"{harness.LABEL}: already installed in {path}\n{summary}")

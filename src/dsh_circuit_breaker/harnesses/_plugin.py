@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..usage import FAILED, error
 from ._doctor import Report, doctor_cli, doctor_config_and_state
 from ._settings import write_text
 from ._stub_model import StubModel
@@ -95,6 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser, action: str) -> None:
         return
     parser.add_argument(
         "--python",
+        metavar="PYTHON",
         default=sys.executable,
         help="interpreter for the guard process (default: this one)",
     )
@@ -196,8 +198,7 @@ def install(harness: PluginHarness, args: argparse.Namespace) -> int:
             backup = write_text(harness.loader, new, backup=old is not None)
             print(f"installed: {harness.loader}" + (f" (backup: {backup})" if backup else ""))
     except (ConfigError, InstallError, OSError) as exc:
-        print(f"dsh-circuit-breaker install {harness.name}: {exc}", file=sys.stderr)
-        return 1
+        return error(f"install {harness.name}: {exc}", FAILED)
     print(f"check it loads: dsh-circuit-breaker doctor {harness.name}")
     return 0
 
@@ -210,8 +211,7 @@ def uninstall(harness: PluginHarness, args: argparse.Namespace) -> int:
             harness.loader.unlink()
             print(f"removed {harness.loader}")
     except (InstallError, OSError) as exc:
-        print(f"dsh-circuit-breaker uninstall {harness.name}: {exc}", file=sys.stderr)
-        return 1
+        return error(f"uninstall {harness.name}: {exc}", FAILED)
     return 0
 
 

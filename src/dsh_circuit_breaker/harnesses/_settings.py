@@ -13,6 +13,7 @@ every other key and hook in the file is left exactly as it was.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -43,12 +44,19 @@ def is_our_http(handler: Any) -> bool:
     return urlsplit(url).path.startswith("/hook/") and ENV_TOKEN in allowed
 
 
+MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # a settings file, not a disk image
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object file ({} when missing or blank); `SettingsError` for anything else."""
     if not path.exists():
         return {}
-    try:
-        text = path.read_text(encoding="utf-8")
+    from ..files import read_regular
+
+    try:  # never a FIFO (it would block) or a directory
+        text = read_regular(str(path), MAX_SETTINGS_BYTES).decode("utf-8")
+    except UnicodeDecodeError:
+        raise SettingsError(f"{path} is not UTF-8 text; not changing it") from None
     except OSError as exc:
         raise SettingsError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not text.strip():
@@ -167,11 +175,18 @@ def backup_name(path: Path) -> Path:
     return saved
 
 
+def backed_up_today(path: Path) -> bool:
+    """Whether `path` has a backup from today (UTC): one a day is kept, the state before
+    that day's first change, rather than another file beside it at every install."""
+    today = time.strftime("%Y%m%d", time.gmtime())
+    return any(path.parent.glob(f"{glob.escape(path.name)}.bak-{today}T*"))
+
+
 def write_text(path: Path, text: str, backup: bool = True) -> Path | None:
     """Replace `path` with `text` atomically, keeping its mode (new files: owner-only);
-    returns the backup made of the old file, if any."""
+    returns the backup made of the old file, if one was (at most one a day)."""
     saved = None
-    if path.exists() and backup:
+    if path.exists() and backup and not backed_up_today(path):
         saved = backup_name(path)
         shutil.copy2(path, saved)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +207,7 @@ def write_text(path: Path, text: str, backup: bool = True) -> Path | None:
 def remove_file(path: Path, backup: bool = True) -> Path | None:
     """Delete `path`; returns the backup made of it, if any."""
     saved = None
-    if backup:
+    if backup and not backed_up_today(path):
         saved = backup_name(path)
         shutil.copy2(path, saved)
     path.unlink()

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..usage import FAILED, directory, error
 from . import _doctor, _settings
 
 NAME = "cline"
@@ -109,7 +110,11 @@ def add_arguments(parser: argparse.ArgumentParser, action: str) -> None:
     if action != "doctor":
         parser.add_argument("--scope", choices=SCOPES, default="user", help="plugins directory")
     parser.add_argument(
-        "--project", metavar="DIR", default=None, help="project directory (default: current)"
+        "--project",
+        metavar="DIR",
+        type=directory,
+        default=None,
+        help="project directory (default: current)",
     )
     if action == "install":
         parser.add_argument(
@@ -126,6 +131,7 @@ def add_arguments(parser: argparse.ArgumentParser, action: str) -> None:
         )
         parser.add_argument(
             "--python",
+            metavar="PYTHON",
             default=sys.executable,
             help="interpreter for the guard process (default: this one)",
         )
@@ -136,15 +142,14 @@ def add_arguments(parser: argparse.ArgumentParser, action: str) -> None:
 
 
 def _reported(action: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A `PluginError` ends the action with `error: ...` and exit status 1."""
+    """A `PluginError` ends the action with one line (`usage.error`) and exit status 1."""
 
     @functools.wraps(action)
     def run(args: argparse.Namespace) -> int:
         try:
             return action(args)
         except PluginError as exc:
-            print(f"error: {exc}")
-            return 1
+            return error(exc, FAILED)
 
     return run
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..config import Config, ConfigError
 from ..display import plural
+from ..usage import int_in
 from .analysis import AgentRun, StopTotals
 from .command import Command, runner
 from .model import Problems, Writer
@@ -42,6 +43,9 @@ from .progress import Progress
 LISTED = 200  # runs named per config in --json (false positives, loops)
 
 
+MAX_CANDIDATE = 1_000_000  # past any transcript's length: the same as no limit
+
+
 def _ints(text: str) -> list[int]:
     try:
         values = sorted({int(part) for part in text.split(",") if part.strip()})
@@ -49,8 +53,10 @@ def _ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated whole numbers, got {text!r}"
         ) from None
-    if not values or values[0] < 1:
-        raise argparse.ArgumentTypeError(f"expected numbers of at least 1, got {text!r}")
+    if not values or values[0] < 1 or values[-1] > MAX_CANDIDATE:
+        raise argparse.ArgumentTypeError(
+            f"expected numbers from 1 to {MAX_CANDIDATE}, got {text!r}"
+        )
     return values
 
 
@@ -92,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--loop-streak",
-        type=int,
+        type=int_in(2, MAX_CANDIDATE),
         default=8,
         metavar="N",
         help="a run loops when one identical call runs N times back to back (default 8)",

@@ -161,6 +161,8 @@ run = runner(Replay)
 def _writable(path: str) -> bool:
     """Whether the page can be written, asked before the work rather than after it."""
     try:
+        if os.path.exists(path) and not os.path.isfile(path):  # opening a FIFO would block
+            raise OSError(0, "not a regular file")
         with open(path, "a", encoding="utf-8"):
             return True
     except OSError as exc:

@@ -60,7 +60,8 @@ def timeline_svg(pic: RunPicture) -> str:
             timed = False
     if not timed:
         xs = [float(p[0]) for p in points]
-    x0, x1 = min(xs), max(xs)
+    # Time from the run's start, so the axis starts at 0 (call numbers at the first call).
+    x0, x1 = (0.0 if timed else min(xs)), max(xs)
     span = (x1 - x0) or 1.0
     top = max(max(p[2] for p in points), pic.limit + 1)
     plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
@@ -112,9 +113,16 @@ def timeline_svg(pic: RunPicture) -> str:
     )
     for row, (number, cls, name) in enumerate(marks):
         if number in at:
-            out.append(_line(at[number], TOP, at[number], bottom, cls))
+            x = at[number]
+            out.append(_line(x, TOP, x, bottom, cls))
+            # One row per mark, so close marks never overlap; a label that would run
+            # past the plot's right edge is drawn to the left of its line.
             y = TOP + 10 + 12 * row
-            out.append(_text(at[number] + 3, y, f"{name}: call #{number}", "tick", "start"))
+            text = f"{name}: call #{number}"
+            if x + 3 + LABEL_CHAR * len(text) > LEFT + plot_w:
+                out.append(_text(x - 3, y, text, "tick", "end"))
+            else:
+                out.append(_text(x + 3, y, text, "tick", "start"))
     titles = len(points) <= 3000
     for x, (number, _, copies, tool, denied) in zip(xs, points, strict=True):
         cx, cy = sx(x), sy(copies)
@@ -145,6 +153,9 @@ def timeline_svg(pic: RunPicture) -> str:
         legend.append('<span><i class="saved"></i>after the stop (saved)</span>')
     note = '<p class="note">timeline cut after its first calls</p>' if pic.cut else ""
     return "".join(out) + f'<div class="legend">{"".join(legend)}</div>{note}'
+
+
+LABEL_CHAR = 5.6  # px per character of a 10px tick label, a little generous
 
 
 COUNT_STEPS = (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000, 20000, 50000)
@@ -225,14 +236,16 @@ def page(
         f"{plural(totals['denied'], 'call')} denied in all"
         f"{_saved(totals.get('time_saved_s'))}{stops}."
         f'<br><span class="cfg">{escape(config)}</span></p>'
+        f'<p class="note">{SAVED_NOTE}</p>'
     )
     hits = sorted((row for row in rows if row.get("first_denial")), key=most_denied)
+    anchors = {id(p.row): f"run-{i}" for i, p in enumerate(pictures, start=1)}
     table = []
     if hits:
-        table.append("<h2>Runs with a denial, most calls denied first</h2>" + _table(hits))
+        table.append("<h2>Runs with a denial, most calls denied first</h2>" + _table(hits, anchors))
     hit_pictures = sorted((p for p in pictures if p.row.get("first_denial")), key=_row_of)
-    quiet = [_section(p) for p in pictures if not p.row.get("first_denial")]
-    sections = [_section(p) for p in hit_pictures]
+    quiet = [_section(p, anchors) for p in pictures if not p.row.get("first_denial")]
+    sections = [_section(p, anchors) for p in hit_pictures]
     if quiet:
         sections.append(
             f"<details><summary>{plural(len(quiet), 'run')} with nothing denied</summary>"
@@ -248,13 +261,22 @@ def page(
         else ""
     )
     sections.append(
-        f"<details><summary>All {plural(len(rows), 'run')}</summary>{_table(rows)}{more}</details>"
+        f"<details><summary>All {plural(len(rows), 'run')}</summary>"
+        f"{_table(rows, anchors)}{more}</details>"
     )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
         f"{head}{''.join(table)}{''.join(sections)}</body></html>\n"
     )
+
+
+SAVED_NOTE = (
+    "Two savings, counted apart: a <b>denied</b> call saves the time until the agent's "
+    "next call (the tool would not have run; over a loop, the loop's remaining time); "
+    "a <b>stop</b> saves the calls the agent made after it and the time from the stop "
+    "to its last call. The first is there with the stop off; the second adds to it."
+)
 
 
 def most_denied(row: dict[str, Any]) -> tuple[int, str, str]:
@@ -266,7 +288,7 @@ def _row_of(pic: RunPicture) -> tuple[int, str, str]:
     return most_denied(pic.row)
 
 
-def _section(pic: RunPicture) -> str:
+def _section(pic: RunPicture, anchors: dict[int, str]) -> str:
     row = pic.row
     first = row.get("first_denial")
     facts = f"{plural(row['calls'], 'call')}, {row['distinct']} distinct"
@@ -289,11 +311,12 @@ def _section(pic: RunPicture) -> str:
             f"{plural(stop['calls_saved'], 'call')} made after it"
             f"{_saved(stop['time_saved_s'], ' and')}"
         )
-    heading = f"<h2>{escape(pic.label)}{_agent(row)}</h2>"
+    heading = f'<h2 id="{anchors[id(row)]}">{escape(pic.label)}{_agent(row)}</h2>'
     return f'{heading}<p class="facts">{facts}</p>{timeline_svg(pic)}'
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
+def _table(rows: list[dict[str, Any]], anchors: dict[int, str]) -> str:
+    """The runs, each name linking to its chart (a run without one is plain text)."""
     out = [
         "<table><tr><th>run</th><th>calls</th><th>denied</th><th>first denial</th>"
         "<th>kind</th><th>time saved</th><th>stop</th><th>calls after it</th>"
@@ -302,8 +325,11 @@ def _table(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         first, stop = row.get("first_denial"), row.get("stop")
         cls = ' class="hit"' if first else ""
+        name = escape(row["run"])
+        if id(row) in anchors:
+            name = f'<a href="#{anchors[id(row)]}">{name}</a>'
         out.append(
-            f"<tr{cls}><td>{escape(row['run'])}{_agent(row)}</td><td>{row['calls']}</td>"
+            f"<tr{cls}><td>{name}{_agent(row)}</td><td>{row['calls']}</td>"
             f"<td>{row['denied']}</td><td>{'#' + str(first['call']) if first else '-'}</td>"
             f"<td>{escape(first['kind']) if first else '-'}</td>"
             f"<td>{seconds(row.get('time_saved_s'))}</td>"

@@ -15,6 +15,7 @@ from .. import harnesses
 from ..config import Config, ConfigError
 from ..config_file import harness_defaults
 from ..display import plural
+from ..usage import error
 from .model import Problems, Transcript
 from .readers import FORMATS, read_transcripts
 from .sources import walk
@@ -140,7 +141,10 @@ class ReplayConfig:
 def _build(base: Config, path: str | None, overrides: list[tuple[str, Any]]) -> Config:
     config = _load_file(path, base) if path else base
     if overrides:
-        config = Config.from_mapping(_merged(overrides, config), base=config)
+        try:
+            config = Config.from_mapping(_merged(overrides, config), base=config)
+        except ConfigError as exc:
+            raise ConfigError(f"--set: {exc}") from None
     return config.replace(incident_log=None)
 
 
@@ -177,17 +181,22 @@ def config_or_exit(args: argparse.Namespace) -> ReplayConfig | None:
     try:
         return ReplayConfig(args.config, args.overrides)
     except ConfigError as exc:
-        print(f"dsh-circuit-breaker: {exc}", file=sys.stderr)
+        error(exc)
         return None
 
 
 def inputs_or_exit(args: argparse.Namespace) -> bool:
     """Whether every PATH exists: a mistyped path ends the command before any work, rather
     than in a report of 0 runs."""
-    missing = [path for path in args.paths if not os.path.exists(path)]
-    for path in missing:
-        print(f"dsh-circuit-breaker: {path}: no such file or directory", file=sys.stderr)
-    return not missing
+    wrong = []
+    for path in args.paths:
+        if not os.path.exists(path):
+            wrong.append(f"{path}: no such file or directory")
+        elif not (os.path.isdir(path) or os.path.isfile(path)):  # a FIFO would block
+            wrong.append(f"{path}: not a regular file or a directory")
+    for problem in wrong:
+        error(problem)
+    return not wrong
 
 
 def transcripts(args: argparse.Namespace, problems: Problems) -> Iterator[Transcript]:

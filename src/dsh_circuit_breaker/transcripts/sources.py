@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from typing import TextIO
 
+from ..files import open_regular
 from .model import Problems
 
 ZSTD_SUFFIXES = (".zstd", ".zst")
@@ -38,10 +39,13 @@ def walk(paths: list[str], problems: Problems) -> Iterator[str]:
             for root, dirs, files in os.walk(path, onerror=lambda e: _walk_error(e, problems)):
                 dirs.sort()
                 for name in sorted(files):
-                    if is_transcript_name(name):
-                        yield os.path.join(root, name)
-        elif os.path.exists(path):
+                    found = os.path.join(root, name)
+                    if is_transcript_name(name) and os.path.isfile(found):
+                        yield found
+        elif os.path.isfile(path):
             yield path
+        elif os.path.exists(path):  # a FIFO would block the reader until someone writes
+            problems.report(path, None, "not a regular file")
         else:
             problems.report(path, None, "no such file or directory")
 
@@ -54,7 +58,7 @@ def is_zstd(path: str) -> bool:
     if path.endswith(ZSTD_SUFFIXES):
         return True
     try:
-        with open(path, "rb") as fh:
+        with open(open_regular(path), "rb") as fh:
             return fh.read(4) == b"\x28\xb5\x2f\xfd"  # the zstd frame magic
     except OSError:
         return False
@@ -71,7 +75,7 @@ def open_text(path: str) -> TextIO:
             import zstandard
         except ImportError:
             raise MissingZstandard(ZSTD_HINT) from None
-        raw = open(path, "rb")  # noqa: SIM115 - closed by the wrappers below
+        raw = open(open_regular(path), "rb")  # noqa: SIM115 - closed by the wrappers below
         try:
             reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
             buffered = io.BufferedReader(reader, buffer_size=1 << 16)
@@ -79,4 +83,4 @@ def open_text(path: str) -> TextIO:
             raw.close()
             raise
         return io.TextIOWrapper(buffered, encoding="utf-8", errors="replace", newline="")
-    return open(path, encoding="utf-8", errors="replace", newline="")
+    return open(open_regular(path), encoding="utf-8", errors="replace", newline="")
