@@ -114,6 +114,9 @@ KINDS: dict[str, list[str]] = {
     # DSH package); doctor reports one that does not run.
     "PYTHON": ["empty", "blank"],
     "AGENT": ["empty", "blank"],
+    "SERVER": ["empty", "blank"],  # the relay's --name
+    "ID": ["empty", "blank"],  # the relay's --agent-id
+    "COMMAND": ["empty"],  # the MCP server the relay starts
     "choices": ["empty", "not-a-choice"],
 }
 # Values that are fine for one option though bad for its kind: a settings file that does

@@ -6,8 +6,10 @@ tests/test_command_hook_e2e.py (tests/support/command_hook_harnesses.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +81,7 @@ def test_codex_untrusted_hooks_do_not_run(scratch: Any) -> None:
         h.run(model, "Run the cbprobe4 probe ten times.")
     assert side_lines(side) == ["cbprobe4"] * 10
     assert not any(o.text.startswith(h.refusal_prefix) for o in model.tool_results())
-    assert not h.state.exists()  # the hook never ran: it would have made its state
+    assert agents_in(h.state) == 0  # the hook never ran (install only probed the store)
     # The very same hooks.json, untouched, once trusted: the hook runs and blocks. So the
     # untrusted run above was unguarded because of the trust, not a broken install.
     h.trust = True
@@ -89,7 +91,15 @@ def test_codex_untrusted_hooks_do_not_run(scratch: Any) -> None:
     assert side_lines(trusted_side) == ["cbprobe4"] * 6
     refused = [o.text.startswith(h.refusal_prefix) for o in model.tool_results()]
     assert refused == [False] * 6 + [True] * 4
-    assert h.state.exists()
+    assert agents_in(h.state) == 1
+
+
+def agents_in(state: Path) -> int:
+    """Agents the store at `state` holds (install writes and removes a probe agent)."""
+    if not state.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(state)) as db:
+        return int(db.execute("SELECT COUNT(*) FROM agents").fetchone()[0])
 
 
 # -- GitHub Copilot CLI --------------------------------------------------------------------

@@ -441,7 +441,9 @@ def add_arguments(parser: Any) -> None:
     )
     http.add_argument("--tls-cert", metavar="FILE", help="TLS certificate chain (PEM)")
     http.add_argument("--tls-key", metavar="FILE", help="TLS private key (PEM)")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="the MCP server to run")
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, metavar="COMMAND", help="the MCP server to run"
+    )
 
 
 def run(args: Any) -> int:

@@ -137,7 +137,10 @@ def add_arguments(parser: argparse.ArgumentParser, action: str) -> None:
         "--file", metavar="FILE", help="any JSON file with an `mcpServers` object, instead"
     )
     parser.add_argument(
-        "--key", default=None, help="the key holding the servers in --file (default: mcpServers)"
+        "--key",
+        metavar="NAME",
+        default=None,
+        help="the key holding the servers in --file (default: mcpServers)",
     )
     parser.add_argument(
         "--project",
