@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -37,13 +38,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._doctor import Report, doctor_cli, doctor_config_and_state
 from ._settings import remove_file, write_text
 from ._stub_model import StubModel
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..config import Config
 
 LOADER = "dsh-circuit-breaker.js"
 HEADER = "// dsh-circuit-breaker: managed by `dsh-circuit-breaker install {name}`"
@@ -92,11 +97,12 @@ class PluginHarness:
     # more as `run` exits); more than that means the plugin is installed twice.
     extra_loads: int = 0
     # install records --config and --state in the loader (DSH's entry has its own config)
-    options: tuple[str, ...] = field(default=("config", "state"))
+    config_options: bool = True
 
     # -- the command line --------------------------------------------------------------
 
     def add_arguments(self, parser: argparse.ArgumentParser, action: str) -> None:
+        parser.set_defaults(scope=self.scopes[0], project=None)
         if len(self.scopes) > 1:
             if action != "doctor":
                 parser.add_argument(
@@ -114,7 +120,7 @@ class PluginHarness:
                 default=sys.executable,
                 help="interpreter for the guard process (default: this one)",
             )
-        if action == "install" and "config" in self.options:
+        if action == "install" and self.config_options:
             parser.add_argument(
                 "--config",
                 default=None,
@@ -155,12 +161,11 @@ class PluginHarness:
 
     def recorded(self, args: argparse.Namespace) -> dict[str, Any]:
         """What install records in the loader."""
-        config = getattr(args, "config", None)
         return {
             "harness": self.name,
             "python": str(Path(args.python).absolute()),
-            "configFile": os.path.abspath(os.path.expanduser(config)) if config else None,
-            "state": getattr(args, "state", None),
+            "configFile": os.path.abspath(os.path.expanduser(args.config)) if args.config else None,
+            "state": args.state,
         }
 
     def read(self, path: Path) -> str | None:
@@ -194,7 +199,7 @@ class PluginHarness:
         return _failing(self._install, args)
 
     def _install(self, args: argparse.Namespace) -> None:
-        path = self.path(args, getattr(args, "scope", self.scopes[0]))
+        path = self.path(args, args.scope)
         old = self.read(path)
         new = self.with_ours(path, old, args)
         self.prepare(args)
@@ -232,7 +237,7 @@ class PluginHarness:
         return _failing(self._uninstall, args)
 
     def _uninstall(self, args: argparse.Namespace) -> None:
-        path = self.path(args, getattr(args, "scope", self.scopes[0]))
+        path = self.path(args, args.scope)
         old = self.read(path)
         if old is None or not self.ours(path, old):
             print(f"not installed: {self.nothing_in(path)}")
@@ -287,8 +292,6 @@ class PluginHarness:
         for path, text in found:
             options = parse_loader(text)
             self._doctor_loader(report, path, text, options)
-        import importlib
-
         module = importlib.import_module(self.module)
         doctor_config_and_state(report, options.get("configFile"), options.get("state"), module)
         doctor_cli(report, self.label, self.executable, self.package)
@@ -359,11 +362,9 @@ def _failing(action: Callable[[argparse.Namespace], None], args: argparse.Namesp
 # -- the loader ----------------------------------------------------------------------------
 
 
-def guard_config(module: str, config_file: str | None) -> tuple[Any, str | None]:
+def guard_config(module: str, config_file: str | None) -> tuple[Config, str | None]:
     """The config the guard will load (as that harness's command hook would), and the state
     URL its file names. `ConfigError` for a bad file."""
-    import importlib
-
     from ..config_file import hook_config
 
     return hook_config(config_file, importlib.import_module(module))

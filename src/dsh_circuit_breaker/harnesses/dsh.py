@@ -437,6 +437,6 @@ HARNESS = Dsh(
     scopes=("profile",),
     file_name="cordis.patch.yml",
     start_timeout=60.0,
-    options=(),
+    config_options=False,
 )
 add_arguments, install, uninstall, doctor = HARNESS.entry_points()
