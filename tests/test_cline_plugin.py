@@ -19,6 +19,7 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker.harnesses import cline
+from dsh_circuit_breaker.harnesses._plugin import LOADER, parse_loader
 from hook_support import hook_env
 
 E2E_BIN = Path(__file__).parent / "e2e" / "node_modules" / ".bin"
@@ -41,49 +42,54 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def loader_of(env: dict[str, str]) -> Path:
-    return Path(env["HOME"]) / ".cline" / "plugins" / cline.FILE_NAME
+    return Path(env["HOME"]) / ".cline" / "plugins" / LOADER
 
 
+@pytest.mark.timeout(300)  # doctor gives Cline a minute to load the plugin
 def test_install_doctor_uninstall_with_the_real_cline(env: dict[str, str]) -> None:
     require((E2E_BIN / "cline").exists(), "the Cline CLI (tests/e2e: npm ci)")
     installed = run_cli(env, "install", "cline")
     assert installed.returncode == 0, installed.stdout + installed.stderr
     path = loader_of(env)
-    options = cline.read_loader(path)
+    options = parse_loader(path.read_text(encoding="utf-8"))
     assert options == {
-        "configFile": None,
-        "pluginFile": str(path),
+        "harness": "cline",
         "python": os.path.abspath(sys.executable),
+        "configFile": None,
         "state": None,
     }
-    assert cline.adapter_path().as_uri() in path.read_text(encoding="utf-8")
+    assert cline.HARNESS.adapter.as_uri() in path.read_text(encoding="utf-8")
     assert "already installed" in run_cli(env, "install", "cline").stdout
 
     doctor = run_cli(env, "doctor", "cline")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-    assert f"Cline loaded the plugin ({path})" in doctor.stdout
+    assert f"ok       plugin file: {path}\n" in doctor.stdout
+    assert "ok       plugin loaded in Cline; guard answered" in doctor.stdout
     assert "PROBLEM" not in doctor.stdout
     # Doctor's Cline session, its plugin host and its guard have all ended.
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, timeout=30)
     assert not [line for line in ps.stdout.splitlines() if "dsh-cb-cline-doctor-" in line]
 
     removed = run_cli(env, "uninstall", "cline")
-    assert removed.returncode == 0 and "removed from" in removed.stdout
+    assert removed.returncode == 0 and f"removed {path} (backup: " in removed.stdout
     assert not path.exists()
     after = run_cli(env, "doctor", "cline")
-    assert after.returncode == 1 and "the plugin is not installed" in after.stdout
+    assert after.returncode == 1 and f"PROBLEM  not installed: no {path}" in after.stdout
 
 
+@pytest.mark.timeout(300)
 def test_doctor_sees_a_guard_that_cannot_start(env: dict[str, str], tmp_path: Path) -> None:
     require((E2E_BIN / "cline").exists(), "the Cline CLI (tests/e2e: npm ci)")
-    config = tmp_path / "bad.json"
-    config.write_text("{}")
-    assert run_cli(env, "install", "cline", "--config", str(config)).returncode == 0
-    config.write_text('{"window": 0}')  # broken after install, which refuses a bad file
+    # An interpreter that runs but is not Python with this package: only Cline's start of
+    # the plugin can tell (doctor's checks before it pass).
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho 'not the guard' >&2\nexit 3\n")
+    python.chmod(0o755)
+    assert run_cli(env, "install", "cline", "--python", str(python)).returncode == 0
     doctor = run_cli(env, "doctor", "cline")
     assert doctor.returncode == 1
     assert "PROBLEM  the plugin loaded but its guard did not start:" in doctor.stdout
-    assert "window" in doctor.stdout
+    assert "guard process exited (code 3)" in doctor.stdout
 
 
 def test_reinstall_backs_up_and_foreign_files_are_never_touched(
@@ -92,35 +98,38 @@ def test_reinstall_backs_up_and_foreign_files_are_never_touched(
     assert run_cli(env, "install", "cline").returncode == 0
     path = loader_of(env)
     config = tmp_path / "c.toml"
-    config.write_text("")  # install loads it: a missing file is refused
+    config.write_text("duplicateLimit = 4\n")
     again = run_cli(env, "install", "cline", "--config", str(config), "--state", "memory://")
     assert "backup:" in again.stdout
-    assert (cline.read_loader(path) or {})["configFile"] == str(config)
-    (backup,) = path.parent.glob(f"{cline.FILE_NAME}.bak-*")
+    assert parse_loader(path.read_text(encoding="utf-8"))["configFile"] == str(config)
+    (backup,) = path.parent.glob(f"{LOADER}.bak-*")
     assert not backup.name.endswith((".js", ".ts"))  # Cline loads only those
     project = tmp_path / "project"
-    project.mkdir()  # --project names an existing directory
     both = run_cli(env, "install", "cline", "--scope", "project", "--project", str(project))
     assert "Cline would check every call twice" in both.stdout
     doctor = run_cli(env, "doctor", "cline", "--project", str(project))
     assert "installed in 2 plugins directories" in doctor.stdout and doctor.returncode == 1
 
-    foreign = project / ".cline" / "plugins" / cline.FILE_NAME
+    foreign = project / ".cline" / "plugins" / LOADER
     foreign.write_text("export default {name: 'mine', manifest: {capabilities: []}};\n")
     for action in ("install", "uninstall"):
         refused = run_cli(env, action, "cline", "--scope", "project", "--project", str(project))
-        assert refused.returncode == 1 and "not written by dsh-circuit-breaker" in refused.stderr
+        assert refused.returncode == 1
+        assert (
+            refused.stderr
+            == f"dsh-circuit-breaker: {foreign} exists and was not written by us; not touching it\n"
+        )
     assert foreign.read_text().startswith("export default {name: 'mine'")
 
 
 # -- the plugin itself, driven by node with Cline's hook contexts ----------------------
 DRIVER = """
-import { clinePlugin } from %(adapter)s;
+import { circuitBreaker } from %(adapter)s;
 const steps = JSON.parse(process.argv[1]);
 // The guard's pipes do not hold the event loop open (in Cline, its IPC channel does).
 const alive = setInterval(() => {}, 1000);
 const logs = [];
-const plugin = clinePlugin(%(options)s);
+const plugin = circuitBreaker(%(options)s);
 const ctx = { logger: { log: (message, meta) => logs.push([meta?.severity, message]) } };
 const out = [];
 try {
@@ -145,7 +154,7 @@ def drive(tmp_path: Path, steps: list[Any], **options: Any) -> dict[str, Any]:
     assert node is not None
     options.setdefault("python", sys.executable)
     script = DRIVER % {
-        "adapter": json.dumps(cline.adapter_path().as_uri()),
+        "adapter": json.dumps(cline.HARNESS.adapter.as_uri()),
         "options": json.dumps(options),
     }
     done = subprocess.run(

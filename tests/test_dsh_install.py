@@ -18,7 +18,7 @@ from conftest import require
 from dsh_circuit_breaker.cli import main
 from dsh_circuit_breaker.dsh import plugin_path
 from dsh_circuit_breaker.dsh.dump import Expression, file_of, find_entries, load
-from dsh_circuit_breaker.dsh.install import BEGIN, SIDECAR, SKILL_NAME
+from dsh_circuit_breaker.harnesses.dsh import BEGIN, SIDECAR, SKILL_NAME
 from support.dsh_runtime import create_profile, dsh_command, dsh_runtime_available
 from support.installed import Installed
 
@@ -171,7 +171,7 @@ def test_doctor_without_the_runtime_says_how_to_install_it(
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert cli("doctor", "dsh", "--dsh-home", str(home)) == 1
     out = capsys.readouterr().out
-    assert "FAIL  no DSH runtime (deepseek-harness-sdk) in this environment" in out
+    assert "PROBLEM  no DSH runtime (deepseek-harness-sdk) in this environment" in out
     assert "pip install 'dsh-circuit-breaker[dsh]'" in out and "pip install '.[dsh]'" in out
 
 
@@ -283,8 +283,9 @@ def test_doctor_passes_for_a_package_at_a_long_awkward_path(dsh: list[str], tmp_
     done = run("doctor", "dsh", "--dsh", dsh[0])
     assert done.returncode == 0, done.stdout + done.stderr
     plugin = site / "dsh_circuit_breaker" / "dsh" / "plugin.mjs"
-    assert f"ok    plugin file exists: {plugin}\n" in done.stdout
-    assert "ok    plugin activated" in done.stdout and "FAIL" not in done.stdout
+    assert f"ok       plugin file exists: {plugin}\n" in done.stdout
+    assert "ok       plugin loaded in DSH; guard answered" in done.stdout
+    assert "PROBLEM" not in done.stdout
 
 
 # `doctor dsh` is what a DSH user runs to trust an install, so it runs as theirs: the
@@ -299,27 +300,28 @@ def test_doctor_passes_when_installed_and_fails_on_bad_config_or_no_row(
     assert installed.run("install", "dsh", "--dsh-home", str(home)).returncode == 0
     done = installed.run(*doctor)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"ok    plugin file exists: {installed.plugin}\n" in done.stdout
-    assert "ok    plugin activated" in done.stdout and "FAIL" not in done.stdout
-    assert "ok    dsh 0.2.1-rc.2 (" in done.stdout  # the runtime itself, with its version
+    assert f"ok       plugin file exists: {installed.plugin}\n" in done.stdout
+    assert "ok       plugin loaded in DSH; guard answered" in done.stdout
+    assert "PROBLEM" not in done.stdout
+    assert "ok       dsh 0.2.1-rc.2 (" in done.stdout  # the runtime itself, with its version
 
     # The documented override row with a typo: DSH boots without the plugin (fail open,
     # silently in the file), and doctor is what notices, naming the key.
     (home / "cordis.patch.yml").write_text("- id: circuit-breaker\n  config: {duplicateLimt: 3}\n")
     done = installed.run(*doctor)
     assert done.returncode == 1
-    assert "FAIL" in done.stdout and "duplicateLimt" in done.stdout
+    assert "PROBLEM" in done.stdout and "duplicateLimt" in done.stdout
 
     (home / "cordis.patch.yml").write_text("- id: circuit-breaker\n  disabled: true\n")
     done = installed.run(*doctor)
     assert done.returncode == 1
-    assert "FAIL  entry disabled (disabled: true)" in done.stdout
+    assert "PROBLEM  entry disabled (disabled: true)" in done.stdout
 
     (home / "cordis.patch.yml").unlink()
     assert installed.run("uninstall", "dsh", "--dsh-home", str(home)).returncode == 0
     done = installed.run(*doctor)
     assert done.returncode == 1
-    assert "FAIL  not installed: no row in" in done.stdout
+    assert "PROBLEM  not installed: no row in" in done.stdout
     assert "0 circuit-breaker entries" in done.stdout
 
 

@@ -108,8 +108,8 @@ def test_dsh_plugin_add_installs_the_package_offline_and_the_breaker_guards(
     doctor = installed.run("doctor", "dsh", "--dsh-home", str(session.home))
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     out = doctor.stdout
-    assert f"ok    npm package {NPM_NAME} in the profile's bundles" in out
-    assert "ok    plugin activated" in out and "FAIL" not in out
+    assert f"ok       npm package {NPM_NAME} in the profile's bundles" in out
+    assert "ok       plugin loaded in DSH; guard answered" in out and "PROBLEM" not in out
 
     # The bundle layer comes before the profile's own patch file, so a row there
     # configures the entry (and, replacing its whole config, names the interpreter).
@@ -133,4 +133,4 @@ def test_dsh_plugin_add_installs_the_package_offline_and_the_breaker_guards(
     assert NPM_NAME not in bundles(session)
     doctor = installed.run("doctor", "dsh", "--dsh-home", str(session.home))
     assert doctor.returncode == 1
-    assert "FAIL  effective config has 0 circuit-breaker entries" in doctor.stdout
+    assert "PROBLEM  effective config has 0 circuit-breaker entries" in doctor.stdout

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from dsh_circuit_breaker.dsh import install as dsh_install
+from dsh_circuit_breaker.harnesses.dsh import SKILL_NAME
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.dsh_runtime import (
     DshSession,
@@ -515,11 +515,11 @@ def test_supervision_skill_is_listed_and_loads_in_dsh(
     session: DshSession, installed: Installed
 ) -> None:
     install_dsh(installed, session, "--skill")
-    call = tool_use("skill", {"name": dsh_install.SKILL_NAME})
+    call = tool_use("skill", {"name": SKILL_NAME})
     run = session.run([call])
 
-    assert dsh_install.SKILL_NAME in json.dumps(run.model.requests[0])  # offered to the model
+    assert SKILL_NAME in json.dumps(run.model.requests[0])  # offered to the model
     [result] = run.model.tool_results()
     assert not result.is_error
-    assert f'<skill_content name="{dsh_install.SKILL_NAME}">' in result.text
+    assert f'<skill_content name="{SKILL_NAME}">' in result.text
     assert "interrupt_agent" in result.text and "record the gap" in result.text

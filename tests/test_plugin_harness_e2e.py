@@ -227,7 +227,8 @@ def test_install_doctor_uninstall(harness: Harness) -> None:
     assert backup.read_text() == text
 
     gone = harness.product.run("uninstall", harness.name, env=harness.env)
-    assert gone.returncode == 0 and gone.stdout == f"removed {loader}\n"
+    assert gone.returncode == 0
+    assert gone.stdout.startswith(f"removed {loader} (backup: {loader}.bak-")
     assert not loader.exists()
     missing = harness.product.run("doctor", harness.name, env=harness.env)
     assert missing.returncode == 1

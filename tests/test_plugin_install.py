@@ -1,6 +1,8 @@
-"""install / uninstall for the plugin harnesses (pi, OpenCode, Kilo), without their CLIs:
-the loader file, its config, idempotence and backups, files we must not touch, and the
-doctor's throwaway model. The CLIs themselves: tests/test_plugin_harness_e2e.py."""
+"""install / uninstall for the plugin harnesses with a loader file (pi, OpenCode, Kilo,
+Cline), without their CLIs: the loader file, its config, idempotence and backups, files
+we must not touch, and the doctor's throwaway model. The CLIs themselves:
+tests/test_plugin_harness_e2e.py, tests/test_cline_plugin.py; DSH's patch layer:
+tests/test_dsh_install.py."""
 
 from __future__ import annotations
 
@@ -17,16 +19,17 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker.guard.stdio import GuardServer
-from dsh_circuit_breaker.harnesses import PLUGIN_HARNESSES, target_module
+from dsh_circuit_breaker.harnesses import PLUGIN_HARNESSES
 from dsh_circuit_breaker.harnesses._plugin import parse_loader
 from dsh_circuit_breaker.harnesses._stub_model import StubModel
 from hook_support import hook_env
 
-NAMES = ["pi", "opencode", "kilo"]
+NAMES = ["pi", "opencode", "kilo", "cline"]
 LOADERS = {
     "pi": ".pi/agent/extensions/dsh-circuit-breaker.js",
     "opencode": "config/opencode/plugins/dsh-circuit-breaker.js",
     "kilo": "config/kilo/plugins/dsh-circuit-breaker.js",
+    "cline": ".cline/plugins/dsh-circuit-breaker.js",
 }
 
 
@@ -47,9 +50,9 @@ def name(request: pytest.FixtureRequest) -> str:
 
 
 def test_every_plugin_harness_is_registered() -> None:
-    assert set(NAMES) <= set(PLUGIN_HARNESSES)
-    for harness in NAMES:
-        module = target_module(harness)
+    assert set(PLUGIN_HARNESSES) == {*NAMES, "dsh"}
+    for harness in PLUGIN_HARNESSES.values():
+        module = harness()
         for member in ("add_arguments", "install", "uninstall", "doctor"):
             assert callable(getattr(module, member)), (harness, member)
 
@@ -96,6 +99,8 @@ def test_the_guard_loads_the_recorded_config_as_the_harness_hook_would(
     assert effective["incidentLog"].endswith("/dsh-circuit-breaker/incidents.jsonl")
     if name == "pi":
         assert effective["exempt"] == ["todo_write", "ask_user_question", "exit_plan_mode"]
+    elif name == "cline":
+        assert effective["exempt"][-1:] == ["ask_question"]
     else:
         assert effective["exempt"][-3:] == ["todowrite", "todoread", "question"]
 
@@ -115,11 +120,8 @@ def test_a_bad_config_fails_install_naming_the_key(name: str, tmp_path: Path) ->
     config = tmp_path / "breaker.json"
     config.write_text(json.dumps({"duplicateLimt": 3}))
     done = cli(tmp_path, "install", name, "--config", str(config))
-    assert done.returncode == 2  # a usage error: the file given does not load
-    assert done.stderr == (
-        f"dsh-circuit-breaker: {config}: unknown config key 'duplicateLimt'; "
-        "did you mean duplicateLimit?\n"
-    )
+    assert done.returncode == 1
+    assert f"dsh-circuit-breaker: {config}: unknown config key 'duplicateLimt'" in done.stderr
     assert not (tmp_path / LOADERS[name]).exists()
 
 
@@ -142,13 +144,19 @@ def test_files_we_did_not_write_are_left_alone(name: str, tmp_path: Path) -> Non
     assert target.read_text() == "export default {}\n"
 
 
-def test_uninstall_removes_only_our_loader(name: str, tmp_path: Path) -> None:
+def test_uninstall_removes_only_our_loader_after_a_backup(name: str, tmp_path: Path) -> None:
     loader = tmp_path / LOADERS[name]
     assert cli(tmp_path, "uninstall", name).stdout == f"not installed: no {loader}\n"
     assert cli(tmp_path, "install", name).returncode == 0
+    text = loader.read_text()
     (loader.parent / "mine.js").write_text("export default {}\n")
-    assert cli(tmp_path, "uninstall", name).stdout == f"removed {loader}\n"
-    assert sorted(p.name for p in loader.parent.iterdir()) == ["mine.js"]
+    done = cli(tmp_path, "uninstall", name)
+    assert done.stdout.startswith(f"removed {loader} (backup: {loader}.bak-")
+    backup, mine = sorted(loader.parent.iterdir())
+    assert mine.name == "mine.js" and backup.read_text() == text
+    assert cli(tmp_path, "install", name).returncode == 0
+    assert cli(tmp_path, "uninstall", name, "--no-backup").stdout == f"removed {loader}\n"
+    assert sorted(loader.parent.iterdir()) == [backup, mine]
 
 
 def test_the_loader_is_a_module_node_can_parse(name: str, tmp_path: Path) -> None:
@@ -200,10 +208,12 @@ def test_doctor_model_answers_only_its_token_and_host() -> None:
 def test_install_honours_the_harness_directories(tmp_path: Path) -> None:
     env = {**hook_env(tmp_path), "PI_CODING_AGENT_DIR": str(tmp_path / "pi-agent")}
     env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    env["CLINE_DIR"] = str(tmp_path / "cline-dir")
     for name, where in (
         ("pi", "pi-agent/extensions"),
         ("opencode", "xdg/opencode/plugins"),
         ("kilo", "xdg/kilo/plugins"),
+        ("cline", "cline-dir/plugins"),
     ):
         done = subprocess.run(
             [sys.executable, "-m", "dsh_circuit_breaker.cli", "install", name],

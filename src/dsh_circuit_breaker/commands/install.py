@@ -1,19 +1,17 @@
 """`dsh-circuit-breaker install TARGET`: put the breaker into a harness.
 
-Targets are the harnesses of `harnesses` (command hooks and plugins). A command-hook
-harness module gets install / uninstall / doctor from `harnesses._command_hook` unless
-it defines its own; a plugin harness module defines `add_arguments(parser, action)`,
-`install`, `uninstall` and `doctor` itself. Modules are imported to build the parser,
-so they import their harness's packages lazily.
+Targets are the harnesses of `harnesses`: a command-hook harness gets install / uninstall
+/ doctor from `harnesses._command_hook`; a plugin harness module has its own (lent by its
+`_plugin.PluginHarness`). Modules are imported to build the parser, so they import their
+harness's packages lazily.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
 
-from ..harnesses import HARNESSES, target_module, targets
+from ..harnesses import HARNESSES, PLUGIN_HARNESSES, target_module, targets
 
 WHAT = {  # as cli.COMMANDS says it, for a TARGET's own --help
     "install": "put the breaker into",
@@ -30,25 +28,28 @@ def add_target_arguments(parser: argparse.ArgumentParser, action: str) -> None:
 
 
 def _add(name: str, parser: argparse.ArgumentParser, action: str) -> None:
-    module = target_module(name)
-    if name in HARNESSES and not hasattr(module, "add_arguments"):
+    if name in PLUGIN_HARNESSES:
+        PLUGIN_HARNESSES[name]().add_arguments(parser, action)
+    else:
         from ..harnesses import _command_hook
 
-        _command_hook.add_arguments(module, parser, action)
-    else:
-        module.add_arguments(parser, action)
+        _command_hook.add_arguments(HARNESSES[name](), parser, action)
 
 
 def run_target(args: argparse.Namespace, action: str) -> int:
-    module = target_module(args.target)
-    function: Any = getattr(module, action, None)
-    if function is None:
-        from ..harnesses import _command_hook
+    if args.target in PLUGIN_HARNESSES:
+        plugin = PLUGIN_HARNESSES[args.target]()
+        return {"install": plugin.install, "uninstall": plugin.uninstall, "doctor": plugin.doctor}[
+            action
+        ](args)
+    from ..harnesses import _command_hook
 
-        code: int = getattr(_command_hook, action)(module, args)
-        return code
-    code = function(args)
-    return code
+    run = {
+        "install": _command_hook.install,
+        "uninstall": _command_hook.uninstall,
+        "doctor": _command_hook.doctor,
+    }[action]
+    return run(HARNESSES[args.target](), args)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,9 +1,11 @@
 """DeepSeek Harness (DSH) integration: a native plugin (plugin.mjs, shipped as package data)
 that asks a long-lived guard process (`dsh-circuit-breaker serve --stdio`) before every
-tool call; install/uninstall/doctor for DSH profiles; a supervision skill (SKILL.md)."""
+tool call; the patch row that inserts it (for `install dsh`, harnesses/dsh.py, and for the
+npm package, package.py); a supervision skill (SKILL.md)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -19,3 +21,15 @@ def plugin_path() -> Path:
 def skill_path() -> Path:
     """The supervision skill for DSH parent agents."""
     return HERE / "SKILL.md"
+
+
+def insert_row(python: str) -> list[str]:
+    """The patch row that inserts our entry, as lines."""
+    # JSON strings are valid YAML scalars, so paths with any characters stay intact.
+    return [
+        "- insert:",
+        f"    - id: {PLUGIN_ID}",
+        f"      name: {json.dumps(str(plugin_path()))}",
+        "      config:",
+        f"        python: {json.dumps(python)}",
+    ]

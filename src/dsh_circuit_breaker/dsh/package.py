@@ -24,8 +24,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..usage import error, os_error
-from . import NPM_NAME
-from .install import insert_row
+from . import NPM_NAME, insert_row
 
 BUNDLE_PATCH = "cordis.patch.yml"
 MTIME = 499162500  # npm pack's fixed timestamp (1985-10-26), so the tarball is reproducible

@@ -7,7 +7,6 @@ exactly the config and spellings its command hook has.
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import ModuleType
 
 from ..breaker import CircuitBreaker
 from ..config import Config, ConfigError
@@ -15,6 +14,10 @@ from ..config_file import hook_config, hook_defaults, load_over, state_url
 from ..harnesses import HARNESSES, Malformed, load, target_module, targets
 from ..stores import store_from_url
 from ..stores.base import Store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..harnesses import CommandHook
 
 
 def harness_config(name: object, config_file: str | None) -> tuple[Config, str | None]:
@@ -31,7 +34,7 @@ class Harness:
 
     __slots__ = ("breaker", "config", "module", "name")
 
-    def __init__(self, name: str, module: ModuleType, config: Config, store: Store) -> None:
+    def __init__(self, name: str, module: CommandHook, config: Config, store: Store) -> None:
         self.name = name
         self.module = module
         self.config = config

@@ -18,33 +18,157 @@ A command-hook harness module has:
   own shape (None: print nothing).
 - `probe_events(session) -> list`: events in its shape that a working hook allows
   silently (doctor runs them through the installed command).
-- `add_arguments(parser, action)`, `install(args)`, `uninstall(args)`, `doctor(args)`.
+- where its settings go (`SCOPES`, `settings_path`, ...): install, uninstall and doctor
+  are `_command_hook`'s.
+
+A plugin harness module has `EXEMPT` and `add_arguments(parser, action)`, `install(args)`,
+`uninstall(args)`, `doctor(args)`, lent by its `_plugin.PluginHarness`.
+
+The two Protocols below say so, and mypy holds every module in the registry to them.
 """
 
 from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    import argparse
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any, Protocol
 
-# name -> module. A harness is one module and one line here.
-HARNESSES: dict[str, str] = {
-    "claude-code": "dsh_circuit_breaker.harnesses.claude_code",
-    "codex": "dsh_circuit_breaker.harnesses.codex",
-    "gemini-cli": "dsh_circuit_breaker.harnesses.gemini_cli",
-    "qwen-code": "dsh_circuit_breaker.harnesses.qwen_code",
-    "droid": "dsh_circuit_breaker.harnesses.droid",
-    "copilot": "dsh_circuit_breaker.harnesses.copilot",
+    from ..breaker import Decision
+
+    class CommandHook(Protocol):
+        """A command-hook harness module (install, uninstall, doctor: `_command_hook`,
+        which also reads the optional members its docstring names)."""
+
+        @property
+        def NAME(self) -> str: ...
+        @property
+        def LABEL(self) -> str: ...
+        @property
+        def CLI(self) -> str: ...
+        @property
+        def CLI_PACKAGE(self) -> str: ...
+        @property
+        def EXEMPT(self) -> tuple[str, ...]: ...
+        @property
+        def ANNOTATION_ARGS(self) -> tuple[str, ...]: ...
+        @property
+        def SCOPES(self) -> tuple[str, ...]: ...
+        @property
+        def FILE_OPTION(self) -> str: ...
+        @property
+        def SETTINGS_EVENTS(self) -> tuple[str, ...]: ...
+
+        def parse(self, event: dict[str, Any], /) -> Call | Prompt | None: ...
+        def answer(self, decision: Decision, /) -> str | None: ...
+        def probe_events(self, session: str, /) -> list[dict[str, Any]]: ...
+        def settings_path(self, scope: str, project: str | None = None, /) -> Path: ...
+
+    class Plugin(Protocol):
+        """A plugin harness module: a `_plugin.PluginHarness` and the entry points it lends."""
+
+        @property
+        def EXEMPT(self) -> tuple[str, ...]: ...
+
+        def add_arguments(self, parser: argparse.ArgumentParser, action: str, /) -> None: ...
+        def install(self, args: argparse.Namespace, /) -> int: ...
+        def uninstall(self, args: argparse.Namespace, /) -> int: ...
+        def doctor(self, args: argparse.Namespace, /) -> int: ...
+
+
+# name -> its module, imported when asked for (the hook imports only its own harness).
+# mypy checks each module against its kind's Protocol here.
+def _claude_code() -> CommandHook:
+    from . import claude_code
+
+    return claude_code
+
+
+def _codex() -> CommandHook:
+    from . import codex
+
+    return codex
+
+
+def _gemini_cli() -> CommandHook:
+    from . import gemini_cli
+
+    return gemini_cli
+
+
+def _qwen_code() -> CommandHook:
+    from . import qwen_code
+
+    return qwen_code
+
+
+def _droid() -> CommandHook:
+    from . import droid
+
+    return droid
+
+
+def _copilot() -> CommandHook:
+    from . import copilot
+
+    return copilot
+
+
+def _dsh() -> Plugin:
+    from . import dsh
+
+    return dsh
+
+
+def _cline() -> Plugin:
+    from . import cline
+
+    return cline
+
+
+def _pi() -> Plugin:
+    from . import pi
+
+    return pi
+
+
+def _opencode() -> Plugin:
+    from . import opencode
+
+    return opencode
+
+
+def _kilo() -> Plugin:
+    from . import kilo
+
+    return kilo
+
+
+def _mcp() -> Plugin:
+    from . import mcp
+
+    return mcp
+
+
+HARNESSES: dict[str, Callable[[], CommandHook]] = {
+    "claude-code": _claude_code,
+    "codex": _codex,
+    "gemini-cli": _gemini_cli,
+    "qwen-code": _qwen_code,
+    "droid": _droid,
+    "copilot": _copilot,
 }
 # Plugin harnesses: install / uninstall / doctor only (no command hook).
-PLUGIN_HARNESSES: dict[str, str] = {
-    "dsh": "dsh_circuit_breaker.dsh.install",
-    "cline": "dsh_circuit_breaker.harnesses.cline",
-    "pi": "dsh_circuit_breaker.harnesses.pi",
-    "opencode": "dsh_circuit_breaker.harnesses.opencode",
-    "kilo": "dsh_circuit_breaker.harnesses.kilo",
+PLUGIN_HARNESSES: dict[str, Callable[[], Plugin]] = {
+    "dsh": _dsh,
+    "cline": _cline,
+    "pi": _pi,
+    "opencode": _opencode,
+    "kilo": _kilo,
     # MCP clients: the relay wrapped around each server of a client's config (install mcp).
-    "mcp": "dsh_circuit_breaker.harnesses.mcp",
+    "mcp": _mcp,
 }
 DEFAULT = "claude-code"  # `hook` without --harness: what every install before it wrote
 
@@ -85,23 +209,17 @@ def escaped_id(part: str) -> str:
     return part.replace("%", "%25").replace("/", "%2F")
 
 
-def load(name: str) -> Any:
+def load(name: str) -> CommandHook:
     """The module of a command-hook harness; `Malformed` for an unknown name."""
-    module_name = HARNESSES.get(name)
-    if module_name is None:
+    found = HARNESSES.get(name)
+    if found is None:
         raise Malformed(f"unknown harness {name!r}; known: {', '.join(HARNESSES)}")
-    # __import__ rather than importlib: one import fewer on every tool call.
-    __import__(module_name)
-    import sys
-
-    return sys.modules[module_name]
+    return found()
 
 
-def target_module(name: str) -> Any:
+def target_module(name: str) -> CommandHook | Plugin:
     """The module behind `install|uninstall|doctor NAME`, command hook or plugin."""
-    import importlib
-
-    return importlib.import_module({**HARNESSES, **PLUGIN_HARNESSES}[name])
+    return (PLUGIN_HARNESSES[name] if name in PLUGIN_HARNESSES else HARNESSES[name])()
 
 
 def targets() -> list[str]:

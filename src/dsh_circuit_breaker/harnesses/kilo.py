@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ._plugin import entry_points
+from ._plugin import headless_run, in_user_dir
 from .opencode import EXEMPT as EXEMPT  # the same tools under the same names
 from .opencode import HARNESS as OPENCODE
 from .opencode import config_dir, headless_for
@@ -19,8 +19,8 @@ HARNESS = replace(
     executable="kilo",
     package="@kilocode/cli",
     module=__name__,
-    plugin_dir=lambda: config_dir("kilo") / "plugins",
-    headless=headless_for("kilo", "KILO"),
+    plugin_dir=in_user_dir(lambda: config_dir("kilo") / "plugins"),
+    boot=headless_run(headless_for("kilo", "KILO")),
     extra_loads=1,  # `kilo run` sometimes loads its plugins once more as it exits
 )
-add_arguments, install, uninstall, doctor = entry_points(HARNESS)
+add_arguments, install, uninstall, doctor = HARNESS.entry_points()

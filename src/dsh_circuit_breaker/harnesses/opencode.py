@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from ._plugin import Headless, PluginHarness, entry_points, which
+from ._plugin import JS_DIR, Headless, PluginHarness, headless_run, in_user_dir, which
 from ._stub_model import MODEL, StubModel
 
 PROVIDER = "dsh-circuit-breaker-doctor"
@@ -53,13 +53,13 @@ def headless_for(executable: str, env_prefix: str) -> Headless:
 HARNESS = PluginHarness(
     name="opencode",
     label="OpenCode",
-    adapter="opencode.mjs",
+    adapter=JS_DIR / "opencode.mjs",
     executable="opencode",
     package="opencode-ai",
     module=__name__,
-    plugin_dir=lambda: config_dir("opencode") / "plugins",
-    headless=headless_for("opencode", "OPENCODE"),
+    plugin_dir=in_user_dir(lambda: config_dir("opencode") / "plugins"),
+    boot=headless_run(headless_for("opencode", "OPENCODE")),
     # A first start installs OpenCode's own plugin types into the config directory (npm).
     start_timeout=180.0,
 )
-add_arguments, install, uninstall, doctor = entry_points(HARNESS)
+add_arguments, install, uninstall, doctor = HARNESS.entry_points()

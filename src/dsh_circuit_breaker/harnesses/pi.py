@@ -9,7 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from ._plugin import PluginHarness, entry_points, which
+from ._plugin import JS_DIR, PluginHarness, headless_run, in_user_dir, which
 from ._stub_model import MODEL, StubModel
 
 PROVIDER = "dsh-circuit-breaker-doctor"
@@ -45,12 +45,12 @@ def headless(scratch: Path, model: StubModel) -> tuple[list[str], dict[str, str]
 HARNESS = PluginHarness(
     name="pi",
     label="pi",
-    adapter="pi.mjs",
+    adapter=JS_DIR / "pi.mjs",
     executable="pi",
     package="@mariozechner/pi-coding-agent",
     module=__name__,
-    plugin_dir=lambda: agent_dir() / "extensions",
-    headless=headless,
+    plugin_dir=in_user_dir(lambda: agent_dir() / "extensions"),
+    boot=headless_run(headless),
     start_timeout=60.0,
 )
-add_arguments, install, uninstall, doctor = entry_points(HARNESS)
+add_arguments, install, uninstall, doctor = HARNESS.entry_points()

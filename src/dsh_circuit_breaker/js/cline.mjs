@@ -2,22 +2,22 @@
 //
 // Plain ESM, no dependencies, no build step: Cline's wiring around the shared guard client
 // (./guard.mjs), which holds the guard process and its failure policy. `dsh-circuit-breaker
-// install cline` writes a loader into Cline's plugins directory
-// (~/.cline/plugins/dsh-circuit-breaker.js) that exports `clinePlugin({...})` with the
-// interpreter and options recorded at install time. The guard reads its config as the
-// command hooks do (the config file, else $DSH_CIRCUIT_BREAKER_CONFIG, else the user config
-// file). Docs: docs/cline.md in the project.
+// install cline` writes a small loader into Cline's plugins directory
+// (~/.cline/plugins/dsh-circuit-breaker.js) that calls `circuitBreaker({...})` with the
+// interpreter, and the config file and state given to install; the guard reads the config
+// as the command hooks do. Docs: docs/cline.md in the project.
+import { fileURLToPath } from 'node:url';
 import { format } from 'node:util';
 
-import { decide, startGuard } from './guard.mjs';
+import { decide, startAsHook } from './guard.mjs';
 
 // Cline gives a plugin's setup about 4 s (its import budget) and each hook 3 s; a guard
 // that starts slower is waited for by the first tool call instead.
 const SETUP_WAIT_MS = 2500;
 
-// `python`: the interpreter `install` recorded; `configFile`, `state`: written by
-// `install --config/--state` (null: the defaults); `pluginFile`: the loader, for doctor.
-export function clinePlugin({ python = null, configFile = null, state = null, pluginFile } = {}) {
+// `options`: what the loader passes (`harness`, `python`, `configFile`, `state`; see
+// guard.mjs's startAsHook).
+export function circuitBreaker(options = {}) {
   let logger = { warn: (...args) => process.stderr.write(format(...args) + '\n') };
   let starting = null; // promise of {guard, config}, or of null once the start failed
   let failure = null; // why it failed (a bad config), until reported
@@ -25,12 +25,11 @@ export function clinePlugin({ python = null, configFile = null, state = null, pl
 
   // Resolves to the running guard, or to null (every call allowed): never rejects.
   function running() {
-    starting ??= startGuard({
-      config: state === null ? {} : { state },
+    starting ??= startAsHook({
+      options,
+      harness: 'cline',
       logger: { warn: (...args) => logger.warn(...args) },
-      python: python ?? undefined,
-      pluginFile,
-      hello: { harness: 'cline', configFile },
+      pluginFile: fileURLToPath(import.meta.url),
     }).catch((error) => {
       failure = error;
       if (!inSetup) report();
@@ -87,6 +86,8 @@ export function clinePlugin({ python = null, configFile = null, state = null, pl
     },
   };
 }
+
+export default circuitBreaker();
 
 // A refusal that stops also carries Cline's `stop`, which ends this agent's run before any
 // call of the batch runs, with `reason` as the run's error (Cline 3.0.65 reads `stop`
