@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -127,6 +128,7 @@ ACCEPTED = {
     ("uninstall", "--settings", "missing"),
     ("uninstall", "--hooks-file", "missing"),
     ("dsh-package", "--out", "missing"),  # the package directory is created
+    ("uninstall", "--dsh-home", "missing"),  # no DSH home: nothing installed, nothing to do
 }
 # The rows the issue names that only some commands can meet: a store that does not
 # answer (commands that open it), a port in use and a wrong token (the HTTP guard).
@@ -195,7 +197,31 @@ def base(
         return [str(TRANSCRIPT)]
     if command == "reset" and action.option_strings:
         return ["someone"]
+    if path[1:] == ("mcp",) and action.option_strings and action.dest != "file":
+        return ["cursor"]  # the client whose file the option is about
     return []
+
+
+def tail(
+    path: tuple[str, ...], action: argparse.Action, parser: argparse.ArgumentParser
+) -> list[str]:
+    """What must follow the option under test: the relay's server command comes last (a
+    server that exits at once, so a value wrongly taken ends in exit 0, not a hang), or
+    over HTTP an upstream nothing answers on."""
+    if path[0] != "mcp" or not action.option_strings:
+        return []
+    http = [
+        a.dest
+        for group in parser._action_groups
+        if (group.title or "").startswith("Streamable HTTP")
+        for a in group._group_actions
+    ]
+    if action.dest not in http:
+        return ["--", sys.executable, "-c", "pass"]
+    upstream = "http://127.0.0.1:1/mcp"
+    return {"http": ["--upstream", upstream], "upstream": ["--http", "127.0.0.1:0"]}.get(
+        action.dest, ["--http", "127.0.0.1:0", "--upstream", upstream]
+    )
 
 
 def table(world: World) -> list[Case]:
@@ -232,7 +258,7 @@ def table(world: World) -> list[Case]:
                     continue  # another target of this command takes this one
                 given = VALUES[value](world)
                 option = [name, given] if action.option_strings else [given]
-                argv = (*path, *base(path, action, parser), *option)
+                argv = (*path, *base(path, action, parser), *option, *tail(path, action, parser))
                 cases.append(Case(argv, name, value, hook=command == "hook"))
     # A TARGET the turns passed over still runs once: its first option, empty.
     reached = {case.argv[: len(path)] for case in cases for path in [case.argv[:2]]}

@@ -105,6 +105,7 @@ def test_reinstall_backs_up_and_foreign_files_are_never_touched(
     (backup,) = path.parent.glob(f"{LOADER}.bak-*")
     assert not backup.name.endswith((".js", ".ts"))  # Cline loads only those
     project = tmp_path / "project"
+    project.mkdir()  # a project that exists (install refuses a --project that does not)
     both = run_cli(env, "install", "cline", "--scope", "project", "--project", str(project))
     assert "Cline would check every call twice" in both.stdout
     doctor = run_cli(env, "doctor", "cline", "--project", str(project))

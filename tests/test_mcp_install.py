@@ -177,10 +177,10 @@ def test_refused_before_writing(
         bad = home / "breaker.json"
         bad.write_text(json.dumps({"duplicateLimit": "six"}))
         options = ["--config", str(bad)]
-    assert cli("install", "mcp", "cursor", *options) == 1
+    assert cli("install", "mcp", "cursor", *options) == 2  # bad usage (README, Development)
     captured = capsys.readouterr()
     (line,) = captured.err.strip().splitlines()  # one line, no traceback
-    assert line.startswith("dsh-circuit-breaker install mcp: ") and says in line
+    assert line.startswith("dsh-circuit-breaker: ") and says in line
     assert path.read_text() == text and not list(path.parent.glob("*.bak-*"))
 
 

@@ -236,6 +236,6 @@ def test_bad_command_lines_get_one_line(
 ) -> None:
     done = installed.run("mcp", *args, input="", timeout=30)
     assert done.returncode == status
-    assert done.stderr.startswith("dsh-circuit-breaker mcp: ") and says in done.stderr
+    assert done.stderr.startswith("dsh-circuit-breaker: mcp: ") and says in done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stdout == ""

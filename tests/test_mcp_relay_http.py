@@ -266,5 +266,5 @@ def test_bad_http_options_get_one_line(
 ) -> None:
     done = installed.run("mcp", *args, input="", timeout=30)
     assert done.returncode == 2
-    assert done.stderr.startswith("dsh-circuit-breaker mcp: ") and says in done.stderr
+    assert done.stderr.startswith("dsh-circuit-breaker: mcp: ") and says in done.stderr
     assert done.stderr.count("\n") == 1, done.stderr

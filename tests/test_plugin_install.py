@@ -50,7 +50,7 @@ def name(request: pytest.FixtureRequest) -> str:
 
 
 def test_every_plugin_harness_is_registered() -> None:
-    assert set(PLUGIN_HARNESSES) == {*NAMES, "dsh"}
+    assert set(PLUGIN_HARNESSES) == {*NAMES, "dsh", "mcp"}  # mcp: its own suites
     for harness in PLUGIN_HARNESSES.values():
         module = harness()
         for member in ("add_arguments", "install", "uninstall", "doctor"):
@@ -120,7 +120,7 @@ def test_a_bad_config_fails_install_naming_the_key(name: str, tmp_path: Path) ->
     config = tmp_path / "breaker.json"
     config.write_text(json.dumps({"duplicateLimt": 3}))
     done = cli(tmp_path, "install", name, "--config", str(config))
-    assert done.returncode == 1
+    assert done.returncode == 2  # bad usage (README, Development)
     assert f"dsh-circuit-breaker: {config}: unknown config key 'duplicateLimt'" in done.stderr
     assert not (tmp_path / LOADERS[name]).exists()
 

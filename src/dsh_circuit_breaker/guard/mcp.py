@@ -66,7 +66,7 @@ EXIT_SECONDS = 5.0  # for the server's last output once it exited, and to die on
 
 def say(message: str) -> None:
     """One line on stderr (the client's log of the server), never a traceback."""
-    prefix = "dsh-circuit-breaker mcp: "
+    prefix = "dsh-circuit-breaker: mcp: "
     message = message.removeprefix("dsh-circuit-breaker: ")
     try:
         sys.stderr.write(prefix + " ".join(message.split()) + "\n")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..invocation import HOOK_PROGRAM, entry_point
+from ..usage import FAILED, error
 from . import _jsonc
 from ._settings import SettingsError, write_text
 
@@ -131,7 +132,11 @@ class McpInstallError(Exception):
 
 def add_arguments(parser: argparse.ArgumentParser, action: str) -> None:
     parser.add_argument(
-        "client", nargs="?", choices=sorted(CLIENTS), help="the MCP client whose config to change"
+        "client",
+        nargs="?",
+        metavar="CLIENT",
+        choices=sorted(CLIENTS),
+        help="the MCP client whose config to change",
     )
     parser.add_argument(
         "--file", metavar="FILE", help="any JSON file with an `mcpServers` object, instead"
@@ -343,8 +348,7 @@ def install(args: argparse.Namespace) -> int:
                 changes[name] = new
             print(f"  {name}: {'wrapped' if ours is None else 'already wrapped'}")
     except (ConfigError, McpInstallError, SettingsError, ValueError) as exc:
-        print(f"dsh-circuit-breaker install mcp: {exc}", file=sys.stderr)
-        return 1
+        return error(f"install mcp: {exc}", FAILED)
     if not changes:
         print(
             f"{label}: already installed in {path}" if servers else f"{label}: no servers in {path}"
@@ -372,8 +376,7 @@ def uninstall(args: argparse.Namespace) -> int:
             if found is not None and relay_argv(found[1], found[2]) is not None:
                 changes[name] = unwrapped(entry, name not in no_args)
     except (McpInstallError, SettingsError, ValueError) as exc:
-        print(f"dsh-circuit-breaker uninstall mcp: {exc}", file=sys.stderr)
-        return 1
+        return error(f"uninstall mcp: {exc}", FAILED)
     if not changes:
         print(f"{label}: no server runs through the relay in {path}; nothing changed")
         return 0
