@@ -96,10 +96,9 @@ def test_claude_code_interactive_refusals_then_the_stop(installed: Installed) ->
         )
         command = [str(CLAUDE), "--allowedTools", "Bash(echo:*)"]
         with tmux.Terminal("claude-code-loop", command, ui_env, work) as ui:
-            ui.wait_for(r"(?i)trust", "folder-trust")
-            ui.press("Down", "Enter")  # its default is "No, exit"
-            ui.wait_for(r"(?i)API key", "api-key-dialog")
-            ui.press("Up", "Enter")  # its default is "No (recommended)"
+            ui.choose("Yes, I trust this folder", "Down", "folder-trust")  # default: No, exit
+            ui.wait_for(r"Do you want to use this API key", "api-key-dialog")
+            ui.choose("Yes", "Up", "api-key-dialog")  # its default is "No (recommended)"
             ui.wait_for(r"(?m)^\s*[>❯]", "ready")
             time.sleep(2)
             ui.type(FIRST)

@@ -104,7 +104,7 @@ def test_gemini_cli_interactive_loop_dialog_then_the_breaker(installed: Installe
             ui.type(FIRST)
             ui.wait_for(r"A potential loop was detected", "its-loop-dialog", 240)
             assert lines(side) == 4  # Gemini CLI's own guard stopped the 5th
-            ui.press("Down", "Enter")  # 2. Disable loop detection for this session
+            ui.choose("Disable loop detection for this session", "Down", "disable-its-guard")
             screen = ui.wait_for(r"Agent execution stopped by hook", "the-breaker-stops", 240)
             assert STOPPED in " ".join(screen.split())
             assert lines(side) == 6  # 4 before the dialog, 2 after: the retry kept the count

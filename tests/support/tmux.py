@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -76,6 +77,22 @@ class Terminal:
             self._tmux("send-keys", "-t", self.session, key)
             time.sleep(0.5)
 
+    def choose(self, option: str, key: str, what: str, seconds: float = 60) -> None:
+        """In a menu, press `key` until the cursor (`❯`, or Gemini CLI's `●`) is on the line
+        of `option`, then Enter: a UI under load may drop a key sent before it draws, so
+        each step is seen on screen."""
+        self.wait_for(re.escape(option), what, seconds)
+        line = r"(?m)[❯●]\s*(\d+\.\s*)?" + re.escape(option) + r"\s*(\(\w+\))?[\s│]*$"
+        selected = re.compile(line)
+        deadline = time.monotonic() + seconds
+        while not selected.search(self.screen()):
+            if time.monotonic() > deadline:
+                self.keep(f"{what}-timeout")
+                raise AssertionError(f"could not select {option!r}:\n{self.screen()}")
+            self.press(key)
+            time.sleep(0.5)
+        self.press("Enter")
+
     def wait_for(self, pattern: str, what: str, seconds: float = 120) -> str:
         """The screen once `pattern` (a regular expression) shows on it, kept as `what`;
         AssertionError with the last screen when it does not within `seconds`."""
@@ -95,6 +112,11 @@ class Terminal:
         return dead.strip() != "1"
 
     def close(self) -> None:
+        """End the program and whatever it started (a harness that relaunches itself as a
+        child, which a hang-up alone would leave running), then the tmux server."""
+        with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired, ValueError, OSError):
+            pid = int(self._tmux("display-message", "-p", "-t", self.session, "#{pane_pid}"))
+            os.killpg(pid, signal.SIGKILL)
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
             self._tmux("kill-server")
 
