@@ -42,6 +42,12 @@ async def areset(breaker: CircuitBreaker, agent: Any) -> None:
         await asyncio.to_thread(safe_reset, breaker, agent)
 
 
+def refusal_text(decision: Decision) -> str:
+    """What the model gets for a refused call: the breaker's text (never empty, as a
+    framework may take an empty result for success)."""
+    return decision.message or "Circuit breaker: this call was NOT run."
+
+
 def warn_allowed(where: str) -> None:
     """An adapter's own step failed (a user's agent_id function, odd harness input): the
     call goes ahead, as SPEC's fail-open rule asks, and the error is logged once."""

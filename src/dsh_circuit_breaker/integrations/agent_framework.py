@@ -35,7 +35,15 @@ from agent_framework import (
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import PendingStops, acheck, areset, make_breaker, model_arguments, warn_allowed
+from ._common import (
+    PendingStops,
+    acheck,
+    areset,
+    make_breaker,
+    model_arguments,
+    refusal_text,
+    warn_allowed,
+)
 
 STOP_KEY = "circuit_breaker_stop"  # in a stopped run's response.additional_properties
 RUN_KEY = "circuit_breaker_run"  # in the run's session.state: the run's breaker id
@@ -107,7 +115,7 @@ class CircuitBreakerFunctionMiddleware(FunctionMiddleware):
         if decision.allowed:
             await call_next()
             return
-        context.result = decision.message or "Circuit breaker: this call was NOT run."
+        context.result = refusal_text(decision)
         if decision.stop:
             self._stops.add(agent, decision)
             raise MiddlewareTermination(decision.stop_reason or "Circuit breaker: stopped.")

@@ -27,7 +27,14 @@ from agno.exceptions import AgentRunException, StopAgentRun
 
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
-from ._common import RecentAgents, make_breaker, model_arguments, safe_reset, warn_allowed
+from ._common import (
+    RecentAgents,
+    make_breaker,
+    model_arguments,
+    refusal_text,
+    safe_reset,
+    warn_allowed,
+)
 
 AgentIdFunc = Callable[[Any, Any, Any], str]  # (agent, team, run_context) -> id
 KEEP_RUNS = 1024  # per-run agents whose state is kept (Agno has no hook at a run's end)
@@ -102,7 +109,7 @@ class CircuitBreakerToolHook:
 
 def refusal(decision: Decision) -> AgentRunException:
     """What the hook raises for a refused call: its text is the call's error result."""
-    text = decision.message or "Circuit breaker: this call was NOT run."
+    text = refusal_text(decision)
     if decision.stop:
         return StopAgentRun(text, agent_message=decision.stop_reason)
     return AgentRunException(text)

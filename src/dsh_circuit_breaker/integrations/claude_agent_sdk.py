@@ -31,7 +31,7 @@ from claude_agent_sdk.types import (
 from ..breaker import CircuitBreaker
 from ..config import Config
 from ..harnesses.claude_code import EXEMPT as CLAUDE_CODE_EXEMPT
-from ._common import acheck, areset, model_arguments, warn_allowed
+from ._common import acheck, areset, model_arguments, refusal_text, warn_allowed
 
 
 def default_config() -> Config:
@@ -78,8 +78,7 @@ class ClaudeCircuitBreaker:
                 "hookSpecificOutput": {
                     "hookEventName": "PreToolUse",
                     "permissionDecision": "deny",
-                    "permissionDecisionReason": decision.message
-                    or "Circuit breaker: this call was NOT run.",
+                    "permissionDecisionReason": refusal_text(decision),
                 }
             }
             if decision.stop:

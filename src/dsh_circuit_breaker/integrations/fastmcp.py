@@ -24,7 +24,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import acheck, make_breaker, model_arguments, warn_allowed
+from ._common import acheck, make_breaker, model_arguments, refusal_text, warn_allowed
 from ._mcp import agent_key, client_name, tool_name
 
 AgentIdFunc = Callable[[Context], str]
@@ -88,5 +88,5 @@ class CircuitBreakerMiddleware(Middleware):
         decision = await acheck(self.breaker, agent, tool_name(name, self.server), arguments)
         if decision.allowed:
             return await call_next(context)
-        text = decision.message or "Circuit breaker: this call was NOT run."
+        text = refusal_text(decision)
         return ToolResult(content=text, is_error=True)

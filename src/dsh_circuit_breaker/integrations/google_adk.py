@@ -33,7 +33,15 @@ from google.genai import types
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import PendingStops, acheck, areset, make_breaker, model_arguments, warn_allowed
+from ._common import (
+    PendingStops,
+    acheck,
+    areset,
+    make_breaker,
+    model_arguments,
+    refusal_text,
+    warn_allowed,
+)
 
 METADATA_KEY = "dsh_circuit_breaker"
 
@@ -78,7 +86,7 @@ class _Guard:
         if decision.allowed:
             return None
         self._stops.add(key, decision)
-        return {"error": decision.message or "Circuit breaker: this call was NOT run."}
+        return {"error": refusal_text(decision)}
 
     def stop_response(self, context: CallbackContext) -> LlmResponse | None:
         """The answer in place of the model's when this agent was stopped, else None."""

@@ -31,7 +31,15 @@ from langgraph.types import Command
 
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
-from ._common import RecentAgents, acheck, areset, make_breaker, safe_reset, warn_allowed
+from ._common import (
+    RecentAgents,
+    acheck,
+    areset,
+    make_breaker,
+    refusal_text,
+    safe_reset,
+    warn_allowed,
+)
 
 ToolResult = ToolMessage | Command[Any]
 AgentIdFunc = Callable[[ToolCallRequest], str]
@@ -150,7 +158,7 @@ def refusal(request: ToolCallRequest, decision: Decision) -> ToolMessage:
     call = request.tool_call
     artifact = {STOP_KEY: decision.stop_reason} if decision.stop else None
     return ToolMessage(
-        content=decision.message or "Circuit breaker: this call was NOT run.",
+        content=refusal_text(decision),
         tool_call_id=call["id"] or "",
         name=call["name"],
         status="error",

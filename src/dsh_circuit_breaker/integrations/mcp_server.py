@@ -24,7 +24,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import acheck, make_breaker, model_arguments, warn_allowed
+from ._common import acheck, make_breaker, model_arguments, refusal_text, warn_allowed
 from ._mcp import STATE_KEY, agent_key, client_name, refusal, tool_name
 
 AgentIdFunc = Callable[[ServerRequestContext[Any, Any]], str]
@@ -104,5 +104,5 @@ class CircuitBreakerMiddleware:
         decision = await acheck(self.breaker, agent, tool_name(name, self.server), arguments)
         if decision.allowed:
             return await call_next(ctx)
-        text = decision.message or "Circuit breaker: this call was NOT run."
+        text = refusal_text(decision)
         return refusal(text, ctx.protocol_version)

@@ -31,7 +31,7 @@ from agents.tool_guardrails import (
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import acheck, make_breaker, model_arguments, warn_allowed
+from ._common import acheck, make_breaker, model_arguments, refusal_text, warn_allowed
 
 GUARDRAIL_NAME = "dsh_circuit_breaker"
 
@@ -109,7 +109,7 @@ class BreakerGuardrail:
         decision = await acheck(self.breaker, agent, tool, arguments)
         if decision.allowed:
             return ToolGuardrailFunctionOutput.allow()
-        message = decision.message or "Circuit breaker: this call was NOT run."
+        message = refusal_text(decision)
         info = {"kind": decision.kind, "count": decision.count, "limit": decision.limit}
         if decision.stop:
             # The SDK's own way to end a run from a tool guardrail.

@@ -29,7 +29,15 @@ from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 from ..breaker import CircuitBreaker
 from ..config import Config
 from ..stop import AgentStopped
-from ._common import PendingStops, acheck, areset, make_breaker, model_arguments, warn_allowed
+from ._common import (
+    PendingStops,
+    acheck,
+    areset,
+    make_breaker,
+    model_arguments,
+    refusal_text,
+    warn_allowed,
+)
 
 AgentIdFunc = Callable[[RunContext[Any]], str]
 
@@ -127,5 +135,5 @@ class CircuitBreakerCapability(AbstractCapability[Any]):
         decision = await acheck(self.breaker, agent, call.tool_name, arguments)
         if not decision.allowed:
             self._stops.add(agent, decision)
-            raise ToolFailed(decision.message or "Circuit breaker: this call was NOT run.")
+            raise ToolFailed(refusal_text(decision))
         return args

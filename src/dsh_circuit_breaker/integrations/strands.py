@@ -26,7 +26,7 @@ from strands.hooks import (
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import acheck, areset, make_breaker, model_arguments, warn_allowed
+from ._common import acheck, areset, make_breaker, model_arguments, refusal_text, warn_allowed
 
 # Runs after every hook at the default order, so it judges the call as other hooks left it
 # (they may rewrite its input), and no hook after it can clear a refusal.
@@ -65,7 +65,7 @@ class CircuitBreakerHooks(HookProvider):
             return
         decision = await acheck(self.breaker, event.agent, tool, arguments)
         if not decision.allowed:
-            event.cancel_tool = decision.message or "Circuit breaker: this call was NOT run."
+            event.cancel_tool = refusal_text(decision)
             if decision.stop:
                 # Strands' cooperative stop: the refusal is answered, then no model call.
                 event.agent.cancel(message=decision.stop_reason, after_current_tools=True)
