@@ -2,7 +2,8 @@
 2025-11-25 (the `initialize` handshake) and 2026-07-28 (a `_meta` envelope on every
 request), over stdio, or Streamable HTTP with `--http PORT` (at /mcp): the relay's upstream
 for the 2026-07-28 tests, since server-everything speaks only 2025-11-25. `echo` counts its
-own runs in its answer."""
+own runs in its answer (a moving result); `status` answers the same but for the clock time
+(a frozen one, as results.py normalizes it)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,14 @@ def echo(message: str) -> str:
     global runs
     runs += 1
     return f"run {runs}: {message}"
+
+
+@server.tool()
+def status(job: str) -> str:
+    """A job that never moves: only the time it was checked changes."""
+    from datetime import datetime, timezone
+
+    return f"job {job}: pending, checked at {datetime.now(timezone.utc).isoformat()}"
 
 
 if __name__ == "__main__":
