@@ -563,8 +563,10 @@ def test_calibrate_stop_table_and_budget_grid(capsys: pytest.CaptureFixture[str]
     assert entry["non_loop_runs_stopped"] == len(entry["non_loop_runs_stopped_list"]) > 0
     assert all(r["kind"] == "budget" for r in entry["non_loop_runs_stopped_list"])
     loop = next(r for r in report["runs"] if r["meta"]["task_id"] == "10")
-    # one entry per config: the current one, resetOnNewCall=false, then the budget's
-    assert loop["stopped_at"] == [17, 17, 14]
+    # one entry per config: the current one, resetOnNewCall=false, the budget's, then the
+    # current one with results observed (the transfers' answers never move: the same stop)
+    assert loop["stopped_at"] == [17, 17, 14, 17, 17, 17]
+    assert [r["config"]["sameResultLimit"] for r in report["results"]] == [0, 8, 12]
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from hashlib import blake2b
 
-from .cjson import canonical
+from .cjson import canonical, loads
+from .state import RESULT_DIGEST_SIZE
 
-RESULT_DIGEST_SIZE = 8
 # A result is judged by its head and its tail: a poll's news is at one end, and a digest of
 # megabytes per call would cost more than the decision it feeds.
 _EDGE = 32_768
@@ -25,8 +25,23 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@
 # A line redrawn in place keeps only what was drawn last.
 _REDRAWN = re.compile(r"[^\n]*\r(?!\n)")
 _SPINNER = re.compile(r"[\u2800-\u28ff\u25d0-\u25d3\u25f0-\u25f7\u2596-\u259f]")
+# JSON fields (also as escaped JSON inside a JSON string) whose values change on every call
+# by what their name says: ids and nonces, times and dates, durations, PIDs. camelCase or
+# snake_case suffixes only, so that `valid` or `items` are not taken for `id` or `ms`.
+_KEY_NAMES = (
+    r"[A-Za-z_]*(?:Id|ID|_id|Ids|_ids|Uuid|_uuid|Nonce|_nonce|Pid|_pid)"
+    r"|[A-Za-z_]*(?:At|_at|Time|_time|Timestamp|_timestamp|Date|_date|Ms|_ms|Seconds|_seconds)"
+    r"|[A-Za-z_]*(?:Duration|_duration|Elapsed|_elapsed|Latency|_latency|Uptime|_uptime)[A-Za-z]*"
+    r"|id|ids|uuid|guid|nonce|pid|ppid|at|time|timestamp|ts|date|ms|seconds|took"
+    r"|duration\w*|elapsed\w*|latency\w*|uptime\w*"
+)
+_KEYED = re.compile(
+    r'(\\?")(' + _KEY_NAMES + r")\1\s*:\s*"
+    r"(?:\1.*?\1|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)"
+)
 # Order matters: the longer forms are masked before the shorter ones inside them.
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (_KEYED, r"\1\2\1:<v>"),
     (
         re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
         "<uuid>",
@@ -51,6 +66,8 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         "<time>",
     ),
     (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?:\s?[AP]M)?\b", re.I), "<time>"),
+    # 1/2/2026, 12/31/26, 31.12.2026
+    (re.compile(r"\b\d{1,2}/\d{1,2}/(?:\d{4}|\d{2})\b|\b\d{1,2}\.\d{1,2}\.\d{4}\b"), "<time>"),
     # Epoch seconds or milliseconds of 2001 to 2286.
     (re.compile(r"\b1\d{9}(?:\d{3})?(?:\.\d+)?\b"), "<time>"),
     # 1.5s, 230 ms, 2m30s, 4 seconds, 1h 2m; a bare number is kept.
@@ -66,7 +83,7 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             r"\b(elapsed|uptime|age|attempts?|retr(?:y|ies)|tries|try|pid|ppid|tid|process)"
-            r"(\s*[:=#]?\s*)\d+(?:\s*(?:/|of)\s*\d+)?",
+            r'(\s*"?\s*[:=#]?\s*)\d+(?:\s*(?:/|of)\s*\d+)?',
             re.I,
         ),
         r"\1\2<n>",
@@ -98,13 +115,24 @@ def result_text(result: object) -> str:
     """A result as text: a string as is; anything else as canonical JSON (its string
     fields normalized the same way once joined)."""
     if isinstance(result, str):
-        return result
+        return _canonical_json(result)
     if isinstance(result, bytes):
         return result.decode("utf-8", "replace")
     try:
         return canonical(result)
     except (TypeError, ValueError, RecursionError):
         return repr(result)
+
+
+def _canonical_json(text: str) -> str:
+    """A result that is JSON text, as canonical JSON: its key order is not news."""
+    head = text[:1] if text[:1] in "{[" else text.lstrip()[:1]
+    if head not in ("{", "[") or len(text) > 2 * _EDGE:
+        return text
+    try:
+        return canonical(loads(text))
+    except (TypeError, ValueError, RecursionError):
+        return text
 
 
 def result_digest(result: object) -> bytes:

@@ -3,6 +3,8 @@ are decided."""
 
 from __future__ import annotations
 
+from .state import RECENT_RESULTS, RESULT_DIGEST_SIZE
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .config import Config
@@ -85,20 +87,29 @@ def decide(
 def observe(state: AgentState, key: bytes, digest: bytes, config: Config) -> None:
     """Record the result (its normalized digest) of the latest allowed copy of `key`.
 
-    With `resultProgress`, a result that differs from the key's previous one is progress:
-    the key's copies count from this one again, as after a new call. A result for a copy
-    that was refused, or already had its result, or is not the latest, changes nothing.
+    With `resultProgress`, a result unlike the key's last few (RECENT_RESULTS) is
+    progress: the key's copies count from this one again, as after a new call. One seen
+    among them is not (a result that flips between two answers is not moving). A result
+    for a copy that was refused, or already had its result, or is not the latest, changes
+    nothing.
     """
     position = state.awaiting.pop(key, None)
     if position is None:
         return
     last = state.results.get(key)
-    if last is not None and last[0] == digest:
-        state.results[key] = (digest, last[1] + 1)
+    if last is None:
+        state.results[key] = (digest, 1)
         return
-    if last is not None and config.result_progress:
+    recent, same = last
+    if recent[:RESULT_DIGEST_SIZE] == digest:
+        state.results[key] = (recent, same + 1)
+        return
+    size = RESULT_DIGEST_SIZE
+    others = [recent[i : i + size] for i in range(0, len(recent), size)]
+    if digest not in others and config.result_progress:
         state.progress(key, position)
-    state.results[key] = (digest, 1)
+    kept = [digest, *(d for d in others if d != digest)][:RECENT_RESULTS]
+    state.results[key] = (b"".join(kept), 1)
 
 
 def _deny(state: AgentState, config: Config, kind: str, count: int, limit: int) -> Refusal:

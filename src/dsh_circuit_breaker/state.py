@@ -16,6 +16,8 @@ else:  # the C type `collections` re-exports: the package costs a hook process a
     from _collections import deque
 
 FORMAT_VERSION = 1
+RESULT_DIGEST_SIZE = 8  # bytes of a result's digest (results.py)
+RECENT_RESULTS = 4  # distinct results remembered per key: one seen again is not progress
 
 
 class AgentState:
@@ -28,8 +30,9 @@ class AgentState:
 
     With results observed (`resultProgress`, `sameResultLimit`), `awaiting` holds the call
     number of each key's latest copy whose result has not come back, and `results` each
-    key's last result digest with how many results in a row it was. Every key in them is in
-    the window: they are as bounded as it is.
+    key's last RECENT_RESULTS distinct result digests (newest first, joined) with how many
+    results in a row the newest was. Every key in them is in the window: they are as
+    bounded as it is.
     """
 
     __slots__ = (

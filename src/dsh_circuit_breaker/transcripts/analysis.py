@@ -177,7 +177,13 @@ class AgentRun:
     tracks: list[Denials] = field(default_factory=list)
     timeline: list[tuple[int, float | None, int, str, int]] = field(default_factory=list)
     timeline_cut: bool = False
+    # With `track_results`: whether the longest streak's recorded results moved (a poll
+    # at work, not a loop), as results.py compares them.
+    track_results: bool = False
+    streak_moved: bool = False
     _run: tuple[int, int, bytes | None] = (0, 0, None)
+    _run_moved: bool = False
+    _last_result: bytes | None = None
 
     def add(self, call: Call, key: bytes, decisions: list[Decision]) -> None:
         self.calls += 1
@@ -194,8 +200,10 @@ class AgentRun:
             self.names[key] = describe(call.tool, call.arguments, key, self.show_args)
         length, begin, last = self._run
         self._run = (length + 1, begin, key) if last == key else (1, number, key)
+        if self.track_results:
+            self._follow_result(call, last == key)
         if self._run[0] > self.streak[0]:
-            self.streak = self._run
+            self.streak, self.streak_moved = self._run, self._run_moved
         start = self.transcript.start
         for track, decision in zip(self.tracks, decisions, strict=True):
             track.add(number, call, decision, self.names[key], start)
@@ -205,6 +213,18 @@ class AgentRun:
                 self.timeline.append((number, call.time, seen, call.tool, denied))
             else:
                 self.timeline_cut = True
+
+    def _follow_result(self, call: Call, same_call: bool) -> None:
+        digest = None
+        if call.result is not None:
+            from ..results import result_digest
+
+            digest = result_digest(call.result)
+        if not same_call:
+            self._run_moved = False
+        elif digest is not None and self._last_result not in (None, digest):
+            self._run_moved = True
+        self._last_result = digest
 
     def finish(self) -> None:
         for track in self.tracks:
@@ -263,6 +283,7 @@ def runs_of(
     stats_config: Config | None = None,
     show_args: bool = False,
     keep_timeline: bool = False,
+    track_results: bool = False,
 ) -> Iterator[AgentRun]:
     """Every agent of every transcript, with one `Denials` track per config in `configs`
     (none: analyze only), or per config `configs(format)` gives for the transcript's format
@@ -285,6 +306,7 @@ def runs_of(
                         show_args,
                         keep_timeline,
                         tracks=[Denials() for _ in configs_here],
+                        track_results=track_results,
                     )
                 decisions = [b.check(call.agent, call.tool, call.arguments) for b in breakers]
                 if call.result is not None:
