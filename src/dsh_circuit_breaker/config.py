@@ -50,6 +50,9 @@ _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
     # The HTTP guard's live page: a short, masked preview of each agent's repeated call,
     # held in the guard's memory only (never in the store or on disk).
     "preview_arguments": (True, (bool,)),
+    # Results, where the harness reports them (SPEC's rule 4 with results: docs/results.md).
+    "result_progress": (False, (bool,)),
+    "same_result_limit": (0, (int,)),
 }
 _LISTS = ("exempt", "only", "ignore_args")
 _MAPPINGS = ("deny_message", "tool_limits")
@@ -74,7 +77,7 @@ class Config:
     naming its key, and never falls back to a default.
     """
 
-    __slots__ = ("_budgets", "_matcher", *_FIELDS)
+    __slots__ = ("_budgets", "_matcher", "observes_results", *_FIELDS)
 
     duplicate_limit: int
     window: int
@@ -93,6 +96,9 @@ class Config:
     tool_limits: Mapping[str, int]
     stop_after_denials: int
     preview_arguments: bool
+    result_progress: bool
+    same_result_limit: int
+    observes_results: bool  # either of the two above: results are worth recording
     _matcher: _ToolMatcher
     _budgets: _BudgetMatcher
 
@@ -115,6 +121,8 @@ class Config:
         tool_limits: Mapping[str, int] | None = None,
         stop_after_denials: int = STOP_AFTER_DENIALS,
         preview_arguments: bool = True,
+        result_progress: bool = False,
+        same_result_limit: int = 0,
     ) -> None:
         values = dict(locals())
         del values["self"]
@@ -132,6 +140,8 @@ class Config:
         self._validate()
         object.__setattr__(self, "_matcher", _ToolMatcher(self.exempt, self.only))
         object.__setattr__(self, "_budgets", _BudgetMatcher(self.tool_limits))
+        observes = self.result_progress or self.same_result_limit > 0
+        object.__setattr__(self, "observes_results", observes)
 
     def _validate(self) -> None:
         if self.duplicate_limit < 1:
@@ -165,7 +175,13 @@ class Config:
                 "stop_after_denials",
                 f"must be 0 (off) or more, got {shown(self.stop_after_denials)}",
             )
+        if self.same_result_limit < 0 or self.same_result_limit == 1:
+            raise _error(
+                "same_result_limit",
+                f"must be 0 (off) or at least 2, got {shown(self.same_result_limit)}",
+            )
         largest = max(
+            self.same_result_limit,
             self.duplicate_limit,
             self.max_calls_per_agent,
             self.stop_after_denials,

@@ -67,12 +67,38 @@ def decide(
     n = copies.get(key, 0)
     if n >= config.duplicate_limit:
         return _deny(state, config, "duplicate", n, config.duplicate_limit)
+    same_limit = config.same_result_limit
+    if same_limit and state.results:
+        last = state.results.get(key)
+        if last is not None and last[1] >= same_limit:  # stuck, new calls between or not
+            return _deny(state, config, "duplicate", last[1], same_limit)
     state.record(key, config.window)
+    if config.observes_results:
+        state.awaiting[key] = state.calls - 1
     if budgets:
         for pattern, _ in budgets:
             state.spent[pattern] = state.spent.get(pattern, 0) + 1
     state.denials = 0  # an allowed call ends the run of refusals
     return Verdict(None, n + 1, config.duplicate_limit)
+
+
+def observe(state: AgentState, key: bytes, digest: bytes, config: Config) -> None:
+    """Record the result (its normalized digest) of the latest allowed copy of `key`.
+
+    With `resultProgress`, a result that differs from the key's previous one is progress:
+    the key's copies count from this one again, as after a new call. A result for a copy
+    that was refused, or already had its result, or is not the latest, changes nothing.
+    """
+    position = state.awaiting.pop(key, None)
+    if position is None:
+        return
+    last = state.results.get(key)
+    if last is not None and last[0] == digest:
+        state.results[key] = (digest, last[1] + 1)
+        return
+    if last is not None and config.result_progress:
+        state.progress(key, position)
+    state.results[key] = (digest, 1)
 
 
 def _deny(state: AgentState, config: Config, kind: str, count: int, limit: int) -> Refusal:

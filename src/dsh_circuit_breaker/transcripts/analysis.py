@@ -287,6 +287,8 @@ def runs_of(
                         tracks=[Denials() for _ in configs_here],
                     )
                 decisions = [b.check(call.agent, call.tool, call.arguments) for b in breakers]
+                if call.result is not None:
+                    _observe(breakers, decisions, call)
                 run.add(call, stats_key(call, ignore), decisions)
         finally:
             for breaker in breakers:
@@ -302,6 +304,14 @@ def runs_of(
         for run in agents.values():
             run.finish()
             yield run
+
+
+def _observe(breakers: list[CircuitBreaker], decisions: list[Decision], call: Call) -> None:
+    """The call's recorded result, for each breaker that would have let it run (one that
+    refused it never saw a result)."""
+    for breaker, decision in zip(breakers, decisions, strict=True):
+        if decision.allowed:
+            breaker.observe(call.agent, call.tool, call.arguments, call.result)
 
 
 @dataclass

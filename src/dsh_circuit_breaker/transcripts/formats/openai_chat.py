@@ -119,6 +119,7 @@ def calls_from_messages(
                 )
                 yield from pending.add(call)
         elif role == "tool":
-            failed = text_of(message.get("content")).lstrip().startswith("Error")
-            yield from pending.resolve(message.get("tool_call_id"), failed)
+            result = text_of(message.get("content"))
+            failed = result.lstrip().startswith("Error")
+            yield from pending.resolve(message.get("tool_call_id"), failed, result)
     yield from pending.drain()
