@@ -85,6 +85,7 @@ class SuiteRow:
     false_positives: list[list[str]] = field(default_factory=list)  # per config: task ids
     cap_only: list[list[str]] = field(default_factory=list)
     warn_denied: list[int] = field(default_factory=list)
+    caught_at: list[dict[str, int]] = field(default_factory=list)  # per config: loop -> call
 
 
 def expectations(path: str) -> dict[str, dict[str, Any]]:
@@ -104,6 +105,7 @@ def peer_suites(built: list[tuple[str, ReplayConfig]]) -> dict[str, SuiteRow]:
         row.false_positives = [[] for _ in built]
         row.cap_only = [[] for _ in built]
         row.warn_denied = [0 for _ in built]
+        row.caught_at = [{} for _ in built]
         for run in replay([path], built, problems):
             task = str(run.transcript.meta["task_id"])
             expect = infos[task]["expect"]
@@ -118,6 +120,8 @@ def peer_suites(built: list[tuple[str, ReplayConfig]]) -> dict[str, SuiteRow]:
                     row.false_positives[i].append(f"{task} ({kind}) {infos[task]['test']}")
                 elif expect == "loop" and caught(track) is None:
                     row.cap_only[i].append(f"{task} {infos[task]['test']}")
+                elif expect == "loop":
+                    row.caught_at[i][task] = caught(track) or 0
                 elif expect == "warn" and denied:
                     row.warn_denied[i] += 1
     return rows
@@ -153,6 +157,15 @@ def print_suites(rows: dict[str, SuiteRow], built: list[tuple[str, ReplayConfig]
         print("".join(f"  - {text}\n" for text in total.false_positives[i]) or "  none")
         print(f"- {name}: cap-only misses:")
         print("".join(f"  - {text}\n" for text in total.cap_only[i]) or "  none")
+    for i, name in enumerate(names[1:], start=1):
+        new = [
+            f"{task} at call {at}"
+            for r in rows.values()
+            for task, at in r.caught_at[i].items()
+            if task not in r.caught_at[0]
+        ]
+        listed = ", ".join(new) or "none"
+        print(f"- {name}: loops stopped that today's default leaves to the cap: {listed}")
     warn = [sum(r.warn_denied[i] for r in rows.values()) for i in range(len(built))]
     print(f"- warn scenarios denied, per config: {dict(zip(names, warn, strict=True))}")
     print()

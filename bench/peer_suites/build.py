@@ -1,7 +1,7 @@
 """Writes bench/peer_suites/<suite>.json: the tool-call scenarios of other projects' loop
 detection tests, transcribed by hand from their public sources, as tau-bench records.
 
-    .venv/bin/python bench/peer_suites/build.py
+    .venv/bin/python bench/peer_suites/build.py [--out DIR]
 
 Each scenario is a sequence of tool calls (with the tool's result where the test records
 one) and the peer's expectation:
@@ -31,6 +31,7 @@ bytes around them are ours.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -1200,7 +1201,7 @@ def qwen() -> Suite:
         22,
     )
 
-    def abandoned(i: int) -> Call:
+    def abandoned(i: int) -> Step:
         if i < 16:
             return rounds(pair, lambda r: "frozen board", step)(i)
         return Call("tool_c", {"i": i - 16})
@@ -1343,11 +1344,12 @@ def cline() -> Suite:
         ("numeric progress fields", lambda k: {"progress": k / 100}),
         ("ratios", lambda k: f"{k}/100"),
     ]
+
     for name, output in progress:
         s.add(
             f"allows explicit {name} beyond the fallback limit",
             "healthy",
-            lambda i, output=output: poll(output(i + 1)),
+            cycle([poll(output(k)) for k in range(1, 16)]),
             15,
         )
     steps = [0, 25, 50, 75, 100]
@@ -1413,9 +1415,7 @@ def cline() -> Suite:
         s.add(
             f"preserves output types for {name}",
             "healthy",
-            lambda i, first=first, second=second: poll(
-                json.dumps(first) if i == 0 else json.dumps(second)
-            ),
+            cycle([poll(json.dumps(first)), poll(json.dumps(second))]),
             2,
             probe=poll(),
         )
@@ -1429,8 +1429,8 @@ def cline() -> Suite:
     return s
 
 
-def write(suite: Suite) -> str:
-    path = os.path.join(HERE, f"{suite.name}.json")
+def write(suite: Suite, out: str) -> str:
+    path = os.path.join(out, f"{suite.name}.json")
     lines = [json.dumps(record, ensure_ascii=False) for record in suite.scenarios]
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("[\n" + ",\n".join(lines) + "\n]\n")
@@ -1438,12 +1438,15 @@ def write(suite: Suite) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description="write the peer suites' scenario files")
+    parser.add_argument("--out", default=HERE, help="directory to write to (default: here)")
+    out = parser.parse_args().out
     for suite in (openclaw(), qwen(), cline(), gemini()):
         kinds: dict[str, int] = {}
         for scenario in suite.scenarios:
             expect = scenario["info"]["expect"]
             kinds[expect] = kinds.get(expect, 0) + 1
-        path = write(suite)
+        path = write(suite, out)
         counts = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
         print(f"{os.path.relpath(path)}: {len(suite.scenarios)} scenarios ({counts})")
 
