@@ -9,7 +9,8 @@ config file): `default` (today's), `progress` (`resultProgress: true`) and `prog
 this build does not know is reported and left out, so the script runs before the engine
 has them.
 
-(a) Peer suites (bench/peer_suites/*.json, from build.py): every scenario through every
+(a) Peer suites (written by bench/peer_suites/build.py into a temporary directory, 9 MB
+not kept in the repository): every scenario through every
 config. False positive: a `healthy` scenario with a call denied (a stop is a denial too).
 Cap-only miss: a `loop` scenario with no denial but the 300-call cap's. `warn` scenarios
 are shown apart.
@@ -43,7 +44,7 @@ from dsh_circuit_breaker.transcripts.options import ReplayConfig  # noqa: E402
 from dsh_circuit_breaker.transcripts.readers import read_transcripts  # noqa: E402
 from dsh_circuit_breaker.transcripts.sources import walk  # noqa: E402
 
-SUITES = os.path.join(HERE, "peer_suites")
+SUITES = os.path.join(HERE, "peer_suites")  # build.py; the files it writes are not kept
 CORPUS = os.path.join(ROOT, "..", "shared", "corpus")
 
 
@@ -94,12 +95,20 @@ def expectations(path: str) -> dict[str, dict[str, Any]]:
 
 
 def peer_suites(built: list[tuple[str, ReplayConfig]]) -> dict[str, SuiteRow]:
+    import tempfile
+
+    sys.path.insert(0, SUITES)
+    import build  # bench/peer_suites/build.py
+
+    with tempfile.TemporaryDirectory() as out:
+        return _peer_suites(built, sorted(build.build(out)))
+
+
+def _peer_suites(built: list[tuple[str, ReplayConfig]], paths: list[str]) -> dict[str, SuiteRow]:
     rows: dict[str, SuiteRow] = {}
     problems = Problems()
-    for name in sorted(os.listdir(SUITES)):
-        if not name.endswith(".json"):
-            continue
-        path = os.path.join(SUITES, name)
+    for path in paths:
+        name = os.path.basename(path)
         infos = expectations(path)
         row = rows[name[: -len(".json")]] = SuiteRow()
         row.false_positives = [[] for _ in built]

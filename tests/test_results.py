@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_circuit_breaker import CircuitBreaker, Config
-from dsh_circuit_breaker.results import normalize, result_digest
+from dsh_circuit_breaker.results import normalize, result_digest, result_text
 from dsh_circuit_breaker.state import AgentState
 
 pytestmark = pytest.mark.timeout(60)
@@ -32,6 +32,13 @@ SAME = [
     ("\u280b waiting", "\u2819 waiting"),
     ("progress 10%\rprogress 40%\rdone", "done"),
     ("line  \n\n\n\nnext", "line\n\nnext"),
+    ('{"durationMs":100,"ok":true}', '{"durationMs":101,"ok":true}'),
+    ('{"pid":1000,"sessionId":"sess-0"}', '{"pid":1001,"sessionId":"sess-1"}'),
+    ('{"runId": "run_0", "createdAt": 17}', '{"runId": "run_1", "createdAt": 18}'),
+    ('"{\\"messageId\\": \\"om_0\\"}"', '"{\\"messageId\\": \\"om_1\\"}"'),
+    ('{"timestamp":"1/2/2026","nonce":1}', '{"timestamp":"2/3/2026","nonce":2}'),
+    ('{"first":1,"second":2}', '{"second":2,"first":1}'),
+    ("still running (session sess-3)", "still running (session sess-4)"),
 ]
 MOVES = [
     ("12% done", "13% done"),
@@ -40,12 +47,15 @@ MOVES = [
     ("state: queued", "state: running"),
     ("ok\n", "ok\nnew line\n"),
     ("exit code 1", "exit code 0"),
+    ('{"valid":1,"items":2}', '{"valid":2,"items":2}'),  # not an id, not a time
+    ('{"done":3,"total":9}', '{"done":4,"total":9}'),
+    ("task 3 of 10 done", "task 4 of 10 done"),
 ]
 
 
 @pytest.mark.parametrize(("one", "other"), SAME)
 def test_what_changes_on_every_call_is_masked(one: str, other: str) -> None:
-    assert normalize(one) == normalize(other)
+    assert normalize(result_text(one)) == normalize(result_text(other))
     assert result_digest(one) == result_digest(other)
 
 
@@ -82,6 +92,18 @@ def test_progress_restarts_the_count_from_that_copy() -> None:
             breaker.observe("x", "t", {}, answer)
     # "b" at the 4th call restarts the count there: it and five more copies run, then none.
     assert seen == [True] * 9 + [False]
+
+
+def test_an_answer_that_flips_between_two_is_not_progress() -> None:
+    breaker = CircuitBreaker(Config(result_progress=True))
+    seen = []
+    for i in range(8):
+        decision = breaker.check("x", "t", {})
+        seen.append(decision.allowed)
+        if decision.allowed:
+            breaker.observe("x", "t", {}, "A" if i % 2 else "B")
+    # The first A is new (progress at the 2nd call); after it, B and A were both seen.
+    assert seen == [True] * 7 + [False]
 
 
 def test_the_record_carries_results_across_processes() -> None:

@@ -1437,9 +1437,14 @@ def write(suite: Suite, out: str) -> str:
     return path
 
 
+def build(out: str) -> list[str]:
+    """Write every suite's file into `out`; their paths."""
+    return [write(suite, out) for suite in (openclaw(), qwen(), cline(), gemini())]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="write the peer suites' scenario files")
-    parser.add_argument("--out", default=HERE, help="directory to write to (default: here)")
+    parser.add_argument("--out", required=True, help="directory to write to")
     out = parser.parse_args().out
     for suite in (openclaw(), qwen(), cline(), gemini()):
         kinds: dict[str, int] = {}

@@ -88,6 +88,15 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         r"\1\2<n>",
     ),
+    # session sess-3, request id: r-17 (a job or task number may be news: kept)
+    (
+        re.compile(
+            r"\b(session|request|trace|span|correlation)(\s*(?:id)?\s*[:=#]?\s*)"
+            r"[A-Za-z0-9_.-]*\d[A-Za-z0-9_.-]*",
+            re.I,
+        ),
+        r"\1\2<id>",
+    ),
     (re.compile(r"\b0x[0-9a-f]{6,16}\b", re.I), "<addr>"),
     (
         re.compile(r"(?:/tmp|/var/tmp|/private/var/folders|/var/folders|/dev/shm)/[^\s'\"]+"),
