@@ -1,4 +1,4 @@
-"""The MCP relay observes results (issue 25, docs/results.md): with `resultProgress`, a
+"""The MCP relay observes results (issue 25, docs/results.md): by default (resultProgress), a
 `tools/call` whose answer moves runs on past 6 copies, one whose answer is frozen (only its
 clock time changes) is refused at the 7th; over stdio and over Streamable HTTP (the SDK
 server answers each POST as SSE), from the installed wheel in front of the mcp SDK's server;
@@ -23,14 +23,16 @@ from test_mcp_relay_http import AUTH, relay_to, sdk_http  # noqa: F401  (fixture
 pytestmark = pytest.mark.timeout(120)
 
 
-def results_config(tmp_path: Path) -> str:
+def results_config(tmp_path: Path, on: bool = True) -> str:
+    """A config file with results observed (the default) or not (judged by calls alone)."""
     path = tmp_path / "breaker.toml"
-    path.write_text("resultProgress = true\n", encoding="utf-8")
+    text = "" if on else "resultProgress = false\nsameResultLimit = 0\n"
+    path.write_text(text, encoding="utf-8")
     return str(path)
 
 
 async def polls(client: Any) -> tuple[list[bool], list[bool]]:
-    moving = [await client.call_tool("echo", {"message": "again"}) for _ in range(10)]
+    moving = [await client.call_tool("progress", {"job": "7"}) for _ in range(10)]
     frozen = [await client.call_tool("status", {"job": "7"}) for _ in range(8)]
     return [r.is_error for r in moving], [r.is_error for r in frozen]
 
@@ -40,11 +42,11 @@ async def over_stdio(command: list[str], env: dict[str, str]) -> tuple[list[bool
         return await polls(client)
 
 
-@pytest.mark.parametrize("with_results", [True, False], ids=["resultProgress", "default"])
+@pytest.mark.parametrize("with_results", [True, False], ids=["default", "calls-alone"])
 def test_over_stdio_a_moving_answer_runs_on_and_a_frozen_one_is_refused(
     installed: Installed, tmp_path: Path, with_results: bool
 ) -> None:
-    options = ("--config", results_config(tmp_path)) if with_results else ()
+    options = ("--config", results_config(tmp_path, with_results))
     command = relay(installed, sdk_server(), *options, "--state", f"sqlite:///{tmp_path}/s.db")
     moving, frozen = anyio.run(over_stdio, command, installed.env)
     assert frozen == [False] * 6 + [True] * 2
@@ -99,5 +101,6 @@ def test_only_the_answer_to_an_allowed_call_counts(tmp_path: Path) -> None:
     session.from_server(answer(5, "moved"))  # a second answer to the 6th: nothing
     assert session.from_client(call(7)) is not None
     assert not session.connection.awaited
-    assert Config().observes_results is False  # and by default nothing is awaited at all
+    off = Config(result_progress=False, same_result_limit=0)
+    assert off.observes_results is False  # judged by calls alone, nothing is awaited
     guard.close()

@@ -64,14 +64,48 @@ def test_what_a_moving_poll_moves_is_kept(one: str, other: str) -> None:
     assert result_digest(one) != result_digest(other)
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "p" * 10**6,
+        " " * 10**6 + "x",
+        "1" * 10**6,
+        '"' + "a" * 10**6,
+        "ab " * 300_000,
+        "\r" * 10**6,
+        "0x" * 500_000,
+        "Dec " * 250_000,
+        "attempt " * 120_000,
+        '{"aId":' * 140_000,
+    ],
+    ids=[
+        "word",
+        "spaces",
+        "digits",
+        "quote",
+        "words",
+        "returns",
+        "hex",
+        "months",
+        "attempts",
+        "keys",
+    ],
+)
+def test_normalizing_is_linear_on_hostile_text(text: str) -> None:
+    # Capped at 64 KiB and linear: well under a second each, where a quadratic pattern
+    # took minutes (`[ \t]+$` on one long line of spaces: 20 s for 60,000).
+    assert len(result_digest(text)) == 8
+
+
 def test_a_json_result_is_digested_by_its_canonical_text() -> None:
     assert result_digest({"b": 1, "a": [1, 2]}) == result_digest({"a": [1, 2], "b": 1})
     assert result_digest({"n": 1}) != result_digest({"n": 2})
     assert len(result_digest("x" * 1_000_000)) == 8
 
 
-def test_observe_without_a_results_key_changes_nothing() -> None:
-    breaker = CircuitBreaker(Config())
+def test_observe_with_results_off_changes_nothing() -> None:
+    breaker = CircuitBreaker(Config(result_progress=False, same_result_limit=0))
     for i in range(6):
         assert breaker.check("a", "t", {}).allowed
         breaker.observe("a", "t", {}, f"moved {i}")
@@ -134,7 +168,7 @@ CALLS = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3)), max_size=120)
 @settings(max_examples=150, deadline=None)
 @given(CALLS)
 def test_without_results_the_rule_is_exactly_todays(calls: list[tuple[int, int]]) -> None:
-    today = CircuitBreaker(Config(duplicate_limit=3, window=10))
+    today = CircuitBreaker(Config(duplicate_limit=3, window=10, result_progress=False))
     results_on = CircuitBreaker(
         Config(duplicate_limit=3, window=10, result_progress=True, same_result_limit=3)
     )

@@ -468,7 +468,10 @@ def test_replay_marks_the_budget_and_the_stop(
         "the 4 calls made after it (no timestamps to measure time). Budgets "
         "(toolLimits.bash=3) would have refused a call in 1 run." in out
     )
-    assert "stopAfterDenials=3, toolLimits.bash=3: 1 run would have had a call denied" in out
+    assert (
+        "stopAfterDenials=3, resultProgress=true, sameResultLimit=10, toolLimits.bash=3: "
+        "1 run would have had a call denied" in out
+    )
     code, out, _ = run(capsys, "replay", str(path), "--set", "stopAfterDenials=0")
     assert "BUDGET" not in out.splitlines()[0]  # no toolLimits: no budget column
     assert "stopAfterDenials=0: no run is stopped." in out
@@ -564,9 +567,12 @@ def test_calibrate_stop_table_and_budget_grid(capsys: pytest.CaptureFixture[str]
     assert all(r["kind"] == "budget" for r in entry["non_loop_runs_stopped_list"])
     loop = next(r for r in report["runs"] if r["meta"]["task_id"] == "10")
     # one entry per config: the current one, resetOnNewCall=false, the budget's, then the
-    # current one with results observed (the transfers' answers never move: the same stop)
-    assert loop["stopped_at"] == [17, 17, 14, 17, 17, 17]
-    assert [r["config"]["sameResultLimit"] for r in report["results"]] == [0, 8, 12]
+    # current one by calls alone and with other results settings (the transfers' answers
+    # never move: the same stop)
+    assert loop["stopped_at"] == [17, 17, 14, 17, 17, 17, 17]
+    configs = [r["config"] for r in report["results"]]
+    results = [(c["resultProgress"], c["sameResultLimit"]) for c in configs]
+    assert results == [(False, 0), (True, 0), (True, 8), (True, 12)]
 
 
 @pytest.mark.parametrize(

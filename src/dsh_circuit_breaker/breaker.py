@@ -134,6 +134,20 @@ class CircuitBreaker:
         """Report what an allowed call of `tool` with `arguments` returned (text, or any
         JSON value), where the harness says. Only its normalized digest is kept, and only
         with `resultProgress` or `sameResultLimit` set. Never raises."""
+        if not self.config.observes_results:
+            return
+        try:
+            from .results import result_digest  # only where results are observed
+
+            digest = result_digest(result)
+        except Exception:
+            warn("dsh-circuit-breaker: internal error, result not recorded", exc_info=True)
+            return
+        self.observe_digest(agent, tool, arguments, digest)
+
+    def observe_digest(self, agent: Any, tool: str, arguments: Any, digest: bytes) -> None:
+        """`observe` with the result already digested (`results.result_digest`): replay
+        digests each recorded result once for all the configs it compares."""
         config = self.config
         try:
             if not config.observes_results or not config.enabled:
@@ -143,9 +157,6 @@ class CircuitBreaker:
             key = call_key(tool, arguments, self._ignore)
             if key is None:
                 return
-            from .results import result_digest  # only where results are observed
-
-            digest = result_digest(result)
 
             def step(state: AgentState) -> None:
                 observe(state, key, digest, config)

@@ -22,8 +22,6 @@ from .state import RESULT_DIGEST_SIZE
 _EDGE = 32_768
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-# A line redrawn in place keeps only what was drawn last.
-_REDRAWN = re.compile(r"[^\n]*\r(?!\n)")
 _SPINNER = re.compile(r"[\u2800-\u28ff\u25d0-\u25d3\u25f0-\u25f7\u2596-\u259f]")
 # JSON fields (also as escaped JSON inside a JSON string) whose values change on every call
 # by what their name says: ids and nonces, times and dates, durations, PIDs. camelCase or
@@ -104,7 +102,6 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"\btmp[a-z0-9_]{6,}\b", re.I), "<tmp>"),
 )
-_TRAILING = re.compile(r"[ \t]+$", re.M)
 _BLANKS = re.compile(r"\n{3,}")
 
 
@@ -112,12 +109,14 @@ def normalize(text: str) -> str:
     """`text` with what changes on every call masked (see the module's docstring)."""
     if len(text) > 2 * _EDGE:
         text = text[:_EDGE] + "\n<cut>\n" + text[-_EDGE:]
-    text = _ANSI.sub("", text)
-    text = _REDRAWN.sub("", text.replace("\r\n", "\n"))
-    text = _SPINNER.sub("", text)
+    text = _ANSI.sub("", text).replace("\r\n", "\n")
+    # A line redrawn in place (\r) keeps what was drawn last; trailing blanks go. Line by
+    # line, not by a regex: `[^\n]*\r` or `[ \t]+$` is quadratic on one long line.
+    lines = [line.rpartition("\r")[2].rstrip(" \t") for line in text.split("\n")]
+    text = _SPINNER.sub("", "\n".join(lines))
     for pattern, mask in _MASKS:
         text = pattern.sub(mask, text)
-    return _BLANKS.sub("\n\n", _TRAILING.sub("", text)).strip()
+    return _BLANKS.sub("\n\n", text).strip()
 
 
 def result_text(result: object) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ..keys import call_key
+from ..results import result_digest
 from .model import Call, Transcript
 
 TIMELINE_LIMIT = 10_000  # points kept per run for the HTML picture
@@ -215,11 +216,7 @@ class AgentRun:
                 self.timeline_cut = True
 
     def _follow_result(self, call: Call, same_call: bool) -> None:
-        digest = None
-        if call.result is not None:
-            from ..results import result_digest
-
-            digest = result_digest(call.result)
+        digest = call.digest
         if not same_call:
             self._run_moved = False
         elif digest is not None and self._last_result not in (None, digest):
@@ -295,6 +292,7 @@ def runs_of(
     for transcript in transcripts:
         configs_here = configs(transcript.format) if callable(configs) else configs
         breakers = [CircuitBreaker(config) for config in configs_here]
+        observing = any(config.observes_results for config in configs_here)
         agents: dict[str, AgentRun] = {}
         try:
             for call in transcript.calls():
@@ -309,7 +307,8 @@ def runs_of(
                         track_results=track_results,
                     )
                 decisions = [b.check(call.agent, call.tool, call.arguments) for b in breakers]
-                if call.result is not None:
+                if call.result is not None and (track_results or observing):
+                    call.digest = result_digest(call.result)
                     _observe(breakers, decisions, call)
                 run.add(call, stats_key(call, ignore), decisions)
         finally:
@@ -331,9 +330,10 @@ def runs_of(
 def _observe(breakers: list[CircuitBreaker], decisions: list[Decision], call: Call) -> None:
     """The call's recorded result, for each breaker that would have let it run (one that
     refused it never saw a result)."""
+    assert call.digest is not None
     for breaker, decision in zip(breakers, decisions, strict=True):
         if decision.allowed:
-            breaker.observe(call.agent, call.tool, call.arguments, call.result)
+            breaker.observe_digest(call.agent, call.tool, call.arguments, call.digest)
 
 
 @dataclass

@@ -290,13 +290,20 @@ def grid(current: Config, limits: list[int], windows: list[int]) -> list[Config]
 
 
 def results_grid(current: Config, same_limits: list[int]) -> list[Config]:
-    """The current config with results observed: resultProgress alone, then with each
-    sameResultLimit (a value below 2 is skipped: not one anyone can use)."""
-    configs = [current.replace(result_progress=True, same_result_limit=0)]
+    """The current config judged by calls alone (today's rule), with resultProgress alone,
+    then with each sameResultLimit (a value below 2 is skipped: not one anyone can use);
+    the current config itself left out (the first grid has it)."""
+    configs = [current.replace(result_progress=False, same_result_limit=0)]
+    configs.append(current.replace(result_progress=True, same_result_limit=0))
     configs += [
         current.replace(result_progress=True, same_result_limit=n) for n in same_limits if n >= 2
     ]
-    return [c for c in configs if _key(c) != _key(current)]
+    seen, kept = {_key(current)}, []
+    for config in configs:
+        if _key(config) not in seen:
+            seen.add(_key(config))
+            kept.append(config)
+    return kept
 
 
 def stop_grid(
@@ -507,21 +514,23 @@ RESULT_COLUMNS = [
 
 def _results_name(config: Config) -> str:
     if not config.observes_results:
-        return "off (today's rule)"
+        return "off (calls alone)"
     name = "resultProgress" if config.result_progress else "results"
     return name + (
         f", sameResultLimit {config.same_result_limit}" if config.same_result_limit else ""
     )
 
 
-def _print_results(current: Outcome, with_results: list[Outcome]) -> None:
-    """Today's rule beside the same config with results observed, and which one the
-    transcripts favour."""
-    if not with_results:
+def _print_results(current: Outcome, others: list[Outcome]) -> None:
+    """The current config judged by calls alone beside it with results observed, and
+    which the transcripts favour."""
+    rows = [current, *others]
+    off = next((o for o in rows if not o.config.observes_results), None)
+    if off is None:
         return
-    print("\nResults as progress (docs/results.md), over the current config.\n")
+    print("\nResults as progress (docs/results.md), over the current config (first row).\n")
     table = Table(sys.stdout, RESULT_COLUMNS)
-    for outcome in [current, *with_results]:
+    for outcome in rows:
         median = outcome.median_stop()
         table.row(
             [
@@ -538,11 +547,12 @@ def _print_results(current: Outcome, with_results: list[Outcome]) -> None:
         "\nMOVING: loops whose recorded results moved (a poll at work), of them "
         "stopped. A transcript without results gives the same figures on every row."
     )
-    print(results_verdict(current, with_results))
+    print(results_verdict(off, [o for o in rows if o.config.observes_results]))
 
 
 def results_verdict(current: Outcome, with_results: list[Outcome]) -> str:
-    """One line: the results setting the transcripts favour, if any. It must deny no more
+    """One line: the results setting the transcripts favour over `current` (the calls
+    alone), if any. It must deny no more
     runs outside loops and stop as many real (not moving) loops; then fewer false denials,
     fewer moving polls refused, or more loops stopped decide."""
 
@@ -568,9 +578,12 @@ def results_verdict(current: Outcome, with_results: list[Outcome]) -> str:
         if same:
             return (
                 "Verdict: results change nothing on these transcripts (none recorded, or "
-                "none that moved); keep the current config."
+                "none that moved)."
             )
-        return "Verdict: these transcripts do not favour observing results; keep it off."
+        return (
+            "Verdict: these transcripts do not favour observing results: set "
+            "resultProgress = false and sameResultLimit = 0."
+        )
     best = max(better, key=lambda o: (real_stopped(o), -o.non_loop_denied, -o.moving_loops_stopped))
     c = best.config
     keys = "resultProgress = true" + (

@@ -25,6 +25,7 @@ class Call:
     failed: bool | None = None
     call_id: str | None = None
     result: str | None = None
+    digest: bytes | None = None  # the result's, once replay has made it (results.py)
 
 
 @dataclass

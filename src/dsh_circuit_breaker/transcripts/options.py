@@ -238,9 +238,8 @@ def config_summary(config: Config) -> dict[str, Any]:
         "maxCallsPerAgent": config.max_calls_per_agent,
         "stopAfterDenials": config.stop_after_denials,
     }
-    if config.observes_results:  # named only when on: the usual summary stays as it was
-        summary["resultProgress"] = config.result_progress
-        summary["sameResultLimit"] = config.same_result_limit
+    summary["resultProgress"] = config.result_progress
+    summary["sameResultLimit"] = config.same_result_limit
     summary[BUDGETS] = dict(config.tool_limits)
     return summary
 
