@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from dsh_circuit_breaker.cli import main
+from dsh_circuit_breaker.transcripts import FORMATS
 from support.installed import Installed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -579,3 +580,24 @@ def test_calibrate_refuses_a_bad_stop_grid(
         main(["calibrate", str(tmp_path), *bad])
     assert exited.value.code == 2
     assert f"argument {bad[0]}" in capsys.readouterr().err
+
+
+def test_format_is_named_tau_bench_in_the_help_the_docs_and_the_reports(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """What the README and docs call tau-bench, `--format` calls tau-bench too (it was
+    `openai`, a name no doc used for it), and so does each run's `format`."""
+    call = {"id": "c1", "type": "function", "function": {"name": "get_user", "arguments": "{}"}}
+    traj = [{"role": "assistant", "tool_calls": [call]}, {"role": "tool", "tool_call_id": "c1"}]
+    results = tmp_path / "results.txt"  # a name that settles nothing: --format does
+    results.write_text(json.dumps([{"task_id": 4, "trial": 0, "reward": 1.0, "traj": traj}]))
+    report = run_json(capsys, "analyze", str(results), "--format", "tau-bench")
+    [row] = report["runs"]
+    assert (row["format"], row["calls"], row["run"]) == ("tau-bench", 1, "results.txt task 4 trial 0")
+    with pytest.raises(SystemExit):
+        main(["analyze", "--help"])
+    assert "tau-bench" in " ".join(capsys.readouterr().out.split())
+    doc = (REPO / "docs" / "transcripts.md").read_text()
+    table = doc.split("## Formats", 1)[1].split("\n\n", 2)[1]
+    named = [re.findall(r"^\| `([\w-]+)` \|", row) for row in table.splitlines()[2:]]
+    assert sorted(n for [n] in named) == sorted(FORMATS), named
