@@ -84,6 +84,12 @@ try {
   seen.denied = await hook("echo loop");
   await row.locator(".badge.denied").waitFor({ timeout: WAIT });
   seen.denialShownMs = Date.now() - started;
+  // The store holds the denial a moment before the guard's memory counts it: a poll in
+  // between shows the badge with 0 denials, until the next poll.
+  await page.waitForFunction((agent) => {
+    const cells = document.querySelectorAll(`tr.agent[data-agent="${agent}"] td.num`);
+    return cells.length === 3 && cells[2].textContent === "1";
+  }, SESSION, { timeout: WAIT });
   seen.denialCells = await row.locator("td.num").allTextContents();
   seen.quiet = await hook("ls", QUIET);  // more recent, but fine: listed after the loop
   await page.locator(`tr.agent[data-agent="${QUIET}"]`).waitFor({ timeout: WAIT });
