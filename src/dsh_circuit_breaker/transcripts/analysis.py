@@ -23,6 +23,11 @@ from .model import Call, Transcript
 TIMELINE_LIMIT = 10_000  # points kept per run for the HTML picture
 
 
+# One call on the replay page's timeline: its number, time, copies of it so far, tool,
+# 1 if denied, and its name as the reports give it (`describe`).
+Point = tuple[int, float | None, int, str, int, str]
+
+
 def describe(tool: str, arguments: Any, key: bytes, show_args: bool) -> str:
     """How a report names a call. By default: the tool, its argument names and a short
     digest of the key, so no argument content leaves the transcript; `show_args` adds a
@@ -176,7 +181,7 @@ class AgentRun:
     names: dict[bytes, str] = field(default_factory=dict)
     streak: tuple[int, int, bytes | None] = (0, 0, None)  # length, first call number, key
     tracks: list[Denials] = field(default_factory=list)
-    timeline: list[tuple[int, float | None, int, str, int]] = field(default_factory=list)
+    timeline: list[Point] = field(default_factory=list)
     timeline_cut: bool = False
     # With `track_results`: whether the longest streak's recorded results moved (a poll
     # at work, not a loop), as results.py compares them.
@@ -211,7 +216,7 @@ class AgentRun:
         if self.keep_timeline:
             if len(self.timeline) < TIMELINE_LIMIT:
                 denied = 0 if not decisions or decisions[0].allowed else 1
-                self.timeline.append((number, call.time, seen, call.tool, denied))
+                self.timeline.append((number, call.time, seen, call.tool, denied, self.names[key]))
             else:
                 self.timeline_cut = True
 

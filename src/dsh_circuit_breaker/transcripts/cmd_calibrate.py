@@ -30,6 +30,7 @@ from typing import Any
 from ..config import Config, ConfigError
 from ..display import plural
 from ..usage import int_in
+from . import recommend
 from .analysis import AgentRun, StopTotals
 from .command import Command, runner
 from .model import Problems, Writer
@@ -225,6 +226,9 @@ class Outcome:
     def median_stop(self) -> int | None:
         return _median(self.stop_after)
 
+    def median_stop_at(self) -> int | None:
+        return _median(self.stop_at)
+
     def to_json(self, detail: bool) -> dict[str, Any]:
         out: dict[str, Any] = {
             "config": config_summary(self.config),
@@ -244,7 +248,7 @@ class Outcome:
             "by_format": {k: dict(v) for k, v in sorted(self.by_format.items())},
             **self.stops.to_json(),
             "loops_ended_by_stop": self.loops_ended,
-            "stop_at_median": _median(self.stop_at),
+            "stop_at_median": self.median_stop_at(),
             "stop_at_max": max(self.stop_at) if self.stop_at else None,
             "non_loop_runs_stopped": self.non_loop_stopped_count,
         }
@@ -331,7 +335,7 @@ COLUMNS = [
     ("DENIED RUNS", 11, ">"),
     ("NO-LOOP DENIED", 14, ">"),
     ("LOOPS STOPPED", 13, ">"),
-    ("STOP AFTER", 10, ">"),
+    ("STOP AFTER", 12, ">"),
     ("CALLS DENIED", 12, ">"),
     ("TIME SAVED", 10, ">"),
 ]
@@ -340,7 +344,7 @@ STOP_COLUMNS = [
     ("STOPPED RUNS", 12, ">"),
     ("NO-LOOP STOPPED", 15, ">"),
     ("LOOPS ENDED", 11, ">"),
-    ("STOP AT", 7, ">"),
+    ("STOP AT", 12, ">"),
     ("CALLS SAVED", 11, ">"),
     ("TIME SAVED", 10, ">"),
 ]
@@ -405,12 +409,20 @@ class Calibrate(Command):
             "grid": [o.to_json(detail=False) for o in outcomes[1:first]],
             "stop_grid": [o.to_json(detail=True) for o in outcomes[first : self.results]],
             "results": [o.to_json(detail=True) for o in outcomes[self.results :]],
+            "recommendation": self.recommendation(),
         }
+
+    def recommendation(self) -> list[str]:
+        """The rule and the stop the runs favour (recommend.py), one line each."""
+        outcomes, first = self.outcomes, self.first
+        rules, stops = outcomes[:first], [outcomes[0], *outcomes[first : self.results]]
+        return [recommend.duplicate_rule(list(rules)), recommend.stop(list(stops))]
 
     def summary(self, problems: Problems) -> None:
         _print(self.outcomes[: self.first], self.args.loop_streak)
         _print_stops([self.outcomes[0], *self.outcomes[self.first : self.results]])
         _print_results(self.outcomes[0], self.outcomes[self.results :])
+        print("\n" + "\n".join(self.recommendation()))
         if problems.count:
             print(f"\n{skipped(problems.count)} (listed on stderr)")
 
@@ -439,16 +451,17 @@ def _print(outcomes: list[Outcome], streak: int) -> None:
                 str(c.reset_on_new_call).lower(),
                 f"{outcome.runs_with_denial}",
                 f"{outcome.non_loop_denied}",
-                f"{outcome.loops_stopped}/{outcome.loops}",
-                "-" if median is None else f"{median}/{worst}",
+                f"{outcome.loops_stopped} of {outcome.loops}",
+                "-" if median is None else f"{median} (max {worst})",
                 str(outcome.denied),
                 seconds(outcome.time_saved if outcome.denied else None),
             ]
         )
     print(
         "\nNO-LOOP DENIED: runs denied a call without any back-to-back loop (possible false "
-        "positives; --json lists them). STOP AFTER: calls from a loop's start to its first "
-        "denial, median/max."
+        "positives; --json lists them). LOOPS STOPPED: loops with a denial inside them, of all "
+        "loops. STOP AFTER: calls from a loop's start to its first denial, the median (and the "
+        "most)."
     )
     formats = sorted({f for o in outcomes for f in o.by_format})
     if len(formats) > 1:
@@ -456,7 +469,7 @@ def _print(outcomes: list[Outcome], streak: int) -> None:
         for outcome in outcomes:
             c = outcome.config
             parts = [
-                f"{f} {outcome.by_format[f]['non_loop_denied']}/{outcome.by_format[f]['runs']}"
+                f"{f} {outcome.by_format[f]['non_loop_denied']} of {outcome.by_format[f]['runs']}"
                 for f in formats
                 if f in outcome.by_format
             ]
@@ -477,13 +490,13 @@ def _print_stops(outcomes: list[Outcome]) -> None:
     table = Table(sys.stdout, STOP_COLUMNS + BUDGET_COLUMNS if budgets else STOP_COLUMNS)
     for outcome in outcomes:
         stops = outcome.stops
-        median = _median(outcome.stop_at)
+        median = outcome.median_stop_at()
         cells = [
             str(outcome.config.stop_after_denials),
             str(stops.runs_stopped),
             str(outcome.non_loop_stopped_count),
-            f"{outcome.loops_ended}/{outcome.loops}",
-            "-" if median is None else f"{median}/{max(outcome.stop_at)}",
+            f"{outcome.loops_ended} of {outcome.loops}",
+            "-" if median is None else f"{median} (max {max(outcome.stop_at)})",
             str(stops.calls_saved),
             seconds(stops.time_saved if stops.timed else None),
         ]
@@ -494,9 +507,10 @@ def _print_stops(outcomes: list[Outcome]) -> None:
         table.row(cells)
     print(
         "\nNO-LOOP STOPPED: runs stopped outside a back-to-back loop (possible false stops; "
-        "--json lists them). LOOPS ENDED: loops with the stop inside them. STOP AT: calls from "
-        "a loop's start to the stop, median/max. CALLS SAVED: calls the agents made after the "
-        "stop; TIME SAVED: from the stop to the agent's last call."
+        "--json lists them). LOOPS ENDED: loops with the stop inside them, of all loops. "
+        "STOP AT: calls from a loop's start to the stop, the median (and the most). "
+        "CALLS SAVED: calls the agents made after the stop; TIME SAVED: from the stop to the "
+        "agent's last call."
         + (" BUDGET RUNS: runs with a call refused by a budget." if budgets else "")
     )
 
