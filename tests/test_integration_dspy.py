@@ -1,0 +1,270 @@
+"""DSPy drives the breaker through its ReAct tools: real `dspy.ReAct` calls with `dspy.LM`
+(LiteLLM, OpenAI Chat Completions) over the wire to a scripted model server on 127.0.0.1.
+
+ReAct sends no tool calls on the wire: the model answers in DSPy's ChatAdapter fields
+(`next_thought`, `next_tool_name`, `next_tool_args`), and the next request carries the
+trajectory, each call's `observation_<n>` in it. The scripted model writes each call's id
+as its thought, so the fake reads results by id as for the other frameworks. Once ReAct
+picks `finish`, it asks the model once more for the signature's outputs (the extract
+step): the fake answers that with the last thought.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import pytest
+
+from conftest import require
+from dsh_circuit_breaker import CircuitBreaker, Config
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
+from support import agent_scenarios as scenario
+from support.fake_openai import FakeOpenAI
+from support.scripted_server import ToolResult, Turn, text, text_of, tool_call
+
+try:
+    import dspy
+
+    from dsh_circuit_breaker.integrations.dspy import (
+        CircuitBreakerGuard,
+        CircuitBreakerStop,
+        guard,
+        stop_reason,
+    )
+
+    HAVE = True
+except ImportError:  # pragma: no cover - only without the extra
+    HAVE = False
+
+STOP_REASON = DEFAULT_MESSAGES["stop"].format(tool="search", kind="duplicate", count=3, limit=3)
+BUDGET_TEXT = DEFAULT_MESSAGES["budget"].format(
+    tool="web_search", kind="budget", count=12, limit=12
+)
+FIELD = re.compile(  # a trajectory field and its value, up to the next field or the end
+    r"\[\[ ## (thought|tool_name|tool_args|observation)_(\d+) ## \]\]\n"
+    r"(.*?)(?=\n\n\[\[ ## |\n\n\w|\Z)",
+    re.DOTALL,
+)
+
+
+def trajectory(body: dict[str, Any]) -> dict[int, dict[str, str]]:
+    """The trajectory in a request's last user message: step -> its fields."""
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    steps: dict[int, dict[str, str]] = {}
+    for name, step, value in FIELD.findall(text_of(users[-1]["content"]) if users else ""):
+        steps.setdefault(int(step), {})[name] = value
+    return steps
+
+
+def dspy_results(body: dict[str, Any]) -> list[ToolResult]:
+    """Each tool call's observation in a request, by the id its thought carries (ReAct's
+    own `finish` left out)."""
+    return [
+        ToolResult(step["thought"], False, step.get("observation", ""), body, step["tool_name"])
+        for _, step in sorted(trajectory(body).items())
+        if step.get("tool_name") != "finish"
+    ]
+
+
+def is_extract(body: dict[str, Any]) -> bool:
+    """The extract step's request: its outputs are the signature's, not ReAct's."""
+    return "next_tool_name" not in json.dumps(body.get("messages"))
+
+
+def extract_answer(body: dict[str, Any]) -> str:
+    steps = trajectory(body)
+    final = steps[max(steps)]["thought"] if steps else ""
+    return f"[[ ## reasoning ## ]]\nDone.\n\n[[ ## answer ## ]]\n{final}\n\n[[ ## completed ## ]]"
+
+
+def chat_adapter_text(thought: str, tool: str, args: dict[str, Any]) -> str:
+    return (
+        f"[[ ## next_thought ## ]]\n{thought}\n\n[[ ## next_tool_name ## ]]\n{tool}\n\n"
+        f"[[ ## next_tool_args ## ]]\n{json.dumps(args)}\n\n[[ ## completed ## ]]"
+    )
+
+
+class FakeDSPy(FakeOpenAI):
+    """Turns scripted as for every fake (a tool call, or a text answer), sent as ReAct's
+    ChatAdapter fields: a call's id as its thought; a text answer as `finish`, the text
+    its thought. The extract step is answered on the side."""
+
+    results_of = staticmethod(dspy_results)
+
+    def __init__(self, after: Any) -> None:
+        super().__init__(after=after, side=is_extract, side_reply=extract_answer)
+
+    def reply_for(self, body: dict[str, Any], number: int) -> Turn:
+        turn = super().reply_for(body, number)
+        if is_extract(body):
+            return turn
+        if turn.calls:
+            call = turn.calls[0]
+            return Turn([text(chat_adapter_text(call["id"], call["name"], call["input"]))])
+        return Turn([text(chat_adapter_text(" ".join(turn.texts), "finish", {}))])
+
+
+@pytest.fixture(autouse=True)
+def _need_dspy(monkeypatch: pytest.MonkeyPatch) -> None:
+    require(HAVE, "dspy (extra [dspy])")
+    scenario.go_offline(monkeypatch)
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost map fetched
+
+
+def lm(server: FakeOpenAI) -> Any:
+    return dspy.LM(
+        "openai/gpt-4o", api_base=server.url, api_key="dummy", cache=False, num_retries=0
+    )
+
+
+def react(tools: list[Any], **kw: Any) -> Any:
+    return dspy.ReAct("question -> answer", tools=tools, **kw)
+
+
+def ask(server: FakeOpenAI, module: Any, question: str, mode: str = "sync") -> Any:
+    with dspy.context(lm=lm(server)):
+        if mode == "async":
+            return asyncio.run(module.acall(question=question))
+        return module(question=question)
+
+
+def web_tools(ran: list[str]) -> list[Any]:
+    search = scenario.search_function(ran)
+
+    def web_search(query: str) -> str:
+        """Search the web."""
+        return search(query)
+
+    return [search, web_search]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_loop_is_refused_after_six(mode: str) -> None:
+    ran: list[str] = []
+    with FakeDSPy(after=scenario.wire_loop(dspy_results)) as server:
+        out = ask(server, guard(react([scenario.search_function(ran)])), "find it", mode)
+    assert ran == ["same"] * 6
+    scenario.check_wire_loop(server, False)
+    assert out.answer == scenario.GIVE_UP
+
+
+def test_healthy_edit_test_cycle_is_never_refused() -> None:
+    script = scenario.edit_test_cycle(15)
+    ran: list[str] = []
+    with FakeDSPy(after=scenario.wire_script(dspy_results, script, "all green")) as server:
+        module = guard(react(list(scenario.edit_test_functions(ran)), max_iters=40))
+        out = ask(server, module, "fix the bug")
+    scenario.check_wire_healthy(server, script)
+    assert ran.count("test") == 16
+    assert out.answer == "all green"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_looping_agent_is_stopped_at_its_third_refusal(mode: str) -> None:
+    ran: list[str] = []
+    with FakeDSPy(after=scenario.wire_loop_forever(dspy_results)) as server:
+        module = guard(react([scenario.search_function(ran)], max_iters=50))
+        with pytest.raises(CircuitBreakerStop) as stopped:
+            ask(server, module, "find it", mode)
+    assert ran == ["same"] * 6
+    scenario.check_wire_stop(server, False)  # nine requests: no extract step either
+    assert stop_reason(stopped.value) == STOP_REASON == str(stopped.value)
+    assert not isinstance(stopped.value, Exception)  # past ReAct's `except Exception`
+
+
+def test_stop_after_denials_zero_keeps_the_plain_refusals() -> None:
+    ran: list[str] = []
+    with FakeDSPy(after=scenario.wire_loop(dspy_results, give_up_after=5)) as server:
+        module = guard(react([scenario.search_function(ran)]), config=Config(stop_after_denials=0))
+        out = ask(server, module, "find it")
+    assert ran == ["same"] * 6
+    assert len(server.model_requests) == 13  # 11 calls, `finish`, the extract step
+    assert out.answer == scenario.GIVE_UP
+
+
+def test_a_web_search_budget_of_12_refuses_the_13th() -> None:
+    ran: list[str] = []
+    with FakeDSPy(after=scenario.wire_searching(dspy_results)) as server:
+        module = guard(react(web_tools(ran)), config=Config(tool_limits={"web_search": 12}))
+        out = ask(server, module, "search")
+    assert ran == [f"topic {n}" for n in range(12)]
+    sent = server.tool_results()
+    assert [r.call_id for r in sent] == [f"s-{n}" for n in range(13)]
+    assert [r.text for r in sent[:12]] == [f"results for topic {n}" for n in range(12)]
+    assert sent[-1].text == BUDGET_TEXT
+    assert len(server.model_requests) == 15  # 13 calls, `finish`, the extract step
+    assert out.answer == scenario.DONE_SEARCHING and server.errors == []
+
+
+def test_a_subagent_has_its_own_state_and_its_stop_ends_only_its_call() -> None:
+    # The parent searches 4 times, then hands a task to a child ReAct (called from its
+    # `delegate` tool) that loops on the same search forever. reset_on_new_call=False: a
+    # shared state would refuse the child's 3rd call; it gets its own 6, then is stopped,
+    # and the parent reads the stop reason as its delegate call's result and goes on.
+    ran: list[str] = []
+    g = CircuitBreakerGuard(config=Config(reset_on_new_call=False))
+    child = g.guard(react([scenario.search_function(ran)], max_iters=50), name="child")
+
+    def delegate(task: str) -> str:
+        """Hand a task to a subagent."""
+        return str(child(question=task).answer)
+
+    def is_child(body: dict[str, Any]) -> bool:
+        return "delegate" not in json.dumps(body.get("messages"))
+
+    def respond(body: dict[str, Any]) -> Any:
+        results = dspy_results(body)
+        if is_child(body):
+            return tool_call(*scenario.loop_call("c", len(results)))
+        if len(results) < 4:
+            return tool_call(*scenario.loop_call("p", len(results)))
+        if len(results) == 4:
+            return tool_call("delegate", {"task": "dig"}, "d")
+        return "parent done"
+
+    with FakeDSPy(after=respond) as server:
+        parent = g.guard(react([scenario.search_function(ran), delegate]), name="parent")
+        out = ask(server, parent, "go")
+    assert ran == ["same"] * 10  # 4 for the parent, 6 for the child
+    parent_results = [server.result_in_next_request(f"p-{n}").text for n in range(4)]
+    assert not any(scenario.is_refusal(t) for t in parent_results)
+    scenario.assert_loop_refusal(server.result_in_next_request("c-6").text)
+    assert len([b for b in server.model_requests if is_child(b)]) == 9
+    # The request after the `delegate` call is the child's first; the parent's next one
+    # carries the call's result.
+    handed_back = [r for r in server.tool_results() if r.call_id == "d"]
+    assert [r.text for r in handed_back] == [STOP_REASON]
+    assert out.answer == "parent done"
+    assert list(g.breaker.store.agents()) == []  # each call's state dropped at its end
+
+
+def test_each_call_starts_fresh_unless_state_should_follow_the_module() -> None:
+    def two_calls(config: Config) -> list[str]:
+        ran: list[str] = []
+        with FakeDSPy(after=scenario.wire_loop(dspy_results, give_up_after=1)) as server:
+            module = guard(react([scenario.search_function(ran)]), CircuitBreaker(config))
+            ask(server, module, "go")
+            ask(server, module, "again")
+        return ran
+
+    assert len(two_calls(Config())) == 12  # each call its own 6
+    assert len(two_calls(Config(reset_on_user_prompt=False))) == 6
+
+
+def test_every_react_in_a_program_is_guarded_under_its_attribute_path() -> None:
+    class Program(dspy.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.researcher = react([scenario.search_function([])])
+
+        def forward(self, question: str) -> Any:
+            return self.researcher(question=question)
+
+    program = guard(Program(), config=Config(reset_on_user_prompt=False))
+    (scope,) = program.researcher.callbacks
+    assert scope.name == "Program.researcher"
+    assert type(program.researcher.tools["search"]).__name__ == "GuardedTool"
+    assert type(program.researcher.tools["finish"]).__name__ == "Tool"
