@@ -1,19 +1,16 @@
 """DSPy drives the breaker through its ReAct tools: real `dspy.ReAct` calls with `dspy.LM`
 (LiteLLM, OpenAI Chat Completions) over the wire to a scripted model server on 127.0.0.1.
 
-ReAct sends no tool calls on the wire: the model answers in DSPy's ChatAdapter fields
-(`next_thought`, `next_tool_name`, `next_tool_args`), and the next request carries the
-trajectory, each call's `observation_<n>` in it. The scripted model writes each call's id
-as its thought, so the fake reads results by id as for the other frameworks. Once ReAct
-picks `finish`, it asks the model once more for the signature's outputs (the extract
-step): the fake answers that with the last thought.
+ReAct sends no tool calls on the wire (the model answers in DSPy's ChatAdapter fields;
+each call's result comes back in the trajectory's text): support/fake_dspy.py speaks
+that, each call's id its thought. Once ReAct picks `finish`, it asks the model once more
+for the signature's outputs (the extract step), which the fake answers on the side.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 from typing import Any
 
 import pytest
@@ -22,8 +19,8 @@ from conftest import require
 from dsh_circuit_breaker import CircuitBreaker, Config
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
 from support import agent_scenarios as scenario
-from support.fake_openai import FakeOpenAI
-from support.scripted_server import ToolResult, Turn, text, text_of, tool_call
+from support.fake_dspy import FakeDSPy, dspy_results
+from support.scripted_server import tool_call
 
 try:
     import dspy
@@ -43,68 +40,6 @@ STOP_REASON = DEFAULT_MESSAGES["stop"].format(tool="search", kind="duplicate", c
 BUDGET_TEXT = DEFAULT_MESSAGES["budget"].format(
     tool="web_search", kind="budget", count=12, limit=12
 )
-FIELD = re.compile(  # a trajectory field and its value, up to the next field or the end
-    r"\[\[ ## (thought|tool_name|tool_args|observation)_(\d+) ## \]\]\n"
-    r"(.*?)(?=\n\n\[\[ ## |\n\n\w|\Z)",
-    re.DOTALL,
-)
-
-
-def trajectory(body: dict[str, Any]) -> dict[int, dict[str, str]]:
-    """The trajectory in a request's last user message: step -> its fields."""
-    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
-    steps: dict[int, dict[str, str]] = {}
-    for name, step, value in FIELD.findall(text_of(users[-1]["content"]) if users else ""):
-        steps.setdefault(int(step), {})[name] = value
-    return steps
-
-
-def dspy_results(body: dict[str, Any]) -> list[ToolResult]:
-    """Each tool call's observation in a request, by the id its thought carries (ReAct's
-    own `finish` left out)."""
-    return [
-        ToolResult(step["thought"], False, step.get("observation", ""), body, step["tool_name"])
-        for _, step in sorted(trajectory(body).items())
-        if step.get("tool_name") != "finish"
-    ]
-
-
-def is_extract(body: dict[str, Any]) -> bool:
-    """The extract step's request: its outputs are the signature's, not ReAct's."""
-    return "next_tool_name" not in json.dumps(body.get("messages"))
-
-
-def extract_answer(body: dict[str, Any]) -> str:
-    steps = trajectory(body)
-    final = steps[max(steps)]["thought"] if steps else ""
-    return f"[[ ## reasoning ## ]]\nDone.\n\n[[ ## answer ## ]]\n{final}\n\n[[ ## completed ## ]]"
-
-
-def chat_adapter_text(thought: str, tool: str, args: dict[str, Any]) -> str:
-    return (
-        f"[[ ## next_thought ## ]]\n{thought}\n\n[[ ## next_tool_name ## ]]\n{tool}\n\n"
-        f"[[ ## next_tool_args ## ]]\n{json.dumps(args)}\n\n[[ ## completed ## ]]"
-    )
-
-
-class FakeDSPy(FakeOpenAI):
-    """Turns scripted as for every fake (a tool call, or a text answer), sent as ReAct's
-    ChatAdapter fields: a call's id as its thought; a text answer as `finish`, the text
-    its thought. The extract step is answered on the side."""
-
-    results_of = staticmethod(dspy_results)
-
-    def __init__(self, after: Any) -> None:
-        super().__init__(after=after, side=is_extract, side_reply=extract_answer)
-
-    def reply_for(self, body: dict[str, Any], number: int) -> Turn:
-        turn = super().reply_for(body, number)
-        if is_extract(body):
-            return turn
-        if turn.calls:
-            call = turn.calls[0]
-            return Turn([text(chat_adapter_text(call["id"], call["name"], call["input"]))])
-        return Turn([text(chat_adapter_text(" ".join(turn.texts), "finish", {}))])
 
 
 @pytest.fixture(autouse=True)
@@ -114,7 +49,7 @@ def _need_dspy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost map fetched
 
 
-def lm(server: FakeOpenAI) -> Any:
+def lm(server: FakeDSPy) -> Any:
     return dspy.LM(
         "openai/gpt-4o", api_base=server.url, api_key="dummy", cache=False, num_retries=0
     )
@@ -124,7 +59,7 @@ def react(tools: list[Any], **kw: Any) -> Any:
     return dspy.ReAct("question -> answer", tools=tools, **kw)
 
 
-def ask(server: FakeOpenAI, module: Any, question: str, mode: str = "sync") -> Any:
+def ask(server: FakeDSPy, module: Any, question: str, mode: str = "sync") -> Any:
     with dspy.context(lm=lm(server)):
         if mode == "async":
             return asyncio.run(module.acall(question=question))

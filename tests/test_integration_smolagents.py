@@ -2,16 +2,13 @@
 and `CodeAgent` runs with smolagents' `OpenAIServerModel` (the OpenAI client, Chat
 Completions) over the wire to a scripted model server on 127.0.0.1.
 
-smolagents sends no tool messages: it writes each step's calls into an assistant message
-("Calling tools:\\n[{'id': ..., ...}]") and their results into the user message after it
-("Observation:\\n..."), so the fake reads results in that form. A ToolCallingAgent ends its
-run by calling `final_answer`: the scripted model's answers are sent as that call.
+smolagents sends no tool messages (it writes calls and results into the text of its
+messages): support/fake_smolagents.py reads them in that form. A ToolCallingAgent ends
+its run by calling `final_answer`: the scripted model's answers are sent as that call.
 """
 
 from __future__ import annotations
 
-import ast
-import re
 from typing import Any
 
 import pytest
@@ -21,7 +18,8 @@ from dsh_circuit_breaker import CircuitBreaker, Config
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
 from support import agent_scenarios as scenario
 from support.fake_openai import FakeOpenAI
-from support.scripted_server import ToolResult, text_of, tool_call
+from support.fake_smolagents import FakeSmolagents, answering, smolagents_results
+from support.scripted_server import ToolResult, tool_call
 
 try:
     from smolagents import CodeAgent, OpenAIServerModel, ToolCallingAgent, tool
@@ -42,48 +40,6 @@ STOP_REASON = DEFAULT_MESSAGES["stop"].format(tool="search", kind="duplicate", c
 BUDGET_TEXT = DEFAULT_MESSAGES["budget"].format(
     tool="web_search", kind="budget", count=12, limit=12
 )
-CALLING = "Calling tools:\n"
-OBSERVATION = "Observation:\n"
-
-
-def smolagents_results(body: dict[str, Any]) -> list[ToolResult]:
-    """The tool results in one request: each "Calling tools:" message's call (one a step
-    here), answered by the next user message's observation or error. A call that raised
-    leaves no "Calling tools:" message, only its error: that one gets the id `error-<n>`.
-    smolagents merges messages of one role in a row, so one text may hold several."""
-    results: list[ToolResult] = []
-    pending: list[tuple[str, str]] = []
-    for message in body.get("messages") or []:
-        text = text_of(message.get("content"))
-        if message.get("role") == "assistant" and CALLING in text:
-            calls = ast.literal_eval(text.split(CALLING, 1)[1])
-            pending = [(c["id"], c["function"]["name"]) for c in calls]
-        elif message.get("role") == "user":
-            first, *errors = re.split(r"(?:^|\n)Error:\n", text)
-            # "Call id: <id>" before an error: the error is that call's result.
-            answered = pending and not first.startswith("Call id:")
-            parts = [(first.removeprefix(OBSERVATION), False)] if answered else []
-            for part, is_error in [*parts, *((e, True) for e in errors)]:
-                call_id, name = pending.pop(0) if pending else (f"error-{len(results)}", "")
-                results.append(ToolResult(call_id, is_error, part, message, name))
-            pending = []
-    return results
-
-
-class FakeSmolagents(FakeOpenAI):
-    results_of = staticmethod(smolagents_results)
-
-
-def answering(respond: Any) -> Any:
-    """A scripted turn whose text answers become `final_answer` calls."""
-
-    def turn(body: dict[str, Any]) -> Any:
-        reply = respond(body)
-        if isinstance(reply, str):
-            return tool_call("final_answer", {"answer": reply}, "final")
-        return reply
-
-    return turn
 
 
 @pytest.fixture(autouse=True)
