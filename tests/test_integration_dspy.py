@@ -203,3 +203,8 @@ def test_every_react_in_a_program_is_guarded_under_its_attribute_path() -> None:
     assert scope.name == "Program.researcher"
     assert type(program.researcher.tools["search"]).__name__ == "GuardedTool"
     assert type(program.researcher.tools["finish"]).__name__ == "Tool"
+    # A tool added later is guarded by guarding again, under the same one scope.
+    program.researcher.tools["web_search"] = dspy.Tool(web_tools([])[1])
+    guard(program)
+    assert type(program.researcher.tools["web_search"]).__name__ == "GuardedTool"
+    assert len(program.researcher.callbacks) == 1

@@ -163,7 +163,8 @@ class CircuitBreakerGuard:
     def guard(self, module: Any, name: str | None = None) -> Any:
         """Guard `module` (a ReAct, or a program holding ReAct modules); returns it. Each
         ReAct is an agent named `name` (default "ReAct-<n>"), or, inside a program, by its
-        attribute path ("program.researcher"). Guarding a module twice changes nothing."""
+        attribute path ("Program.researcher"). Guarding a module again guards only the
+        tools added since."""
         if isinstance(module, dspy.ReAct):
             self._guard_react(module, name or f"ReAct-{next(_UNNAMED)}")
             return module
@@ -175,13 +176,11 @@ class CircuitBreakerGuard:
 
     def _guard_react(self, react: Any, name: str) -> None:
         callbacks = list(getattr(react, "callbacks", None) or [])
-        if any(isinstance(c, CircuitBreakerRunScope) for c in callbacks):
-            return
-        react.callbacks = [*callbacks, CircuitBreakerRunScope(self.breaker, name)]
+        if not any(isinstance(c, CircuitBreakerRunScope) for c in callbacks):
+            react.callbacks = [*callbacks, CircuitBreakerRunScope(self.breaker, name)]
         for tool_name, tool in list(react.tools.items()):
-            if tool_name != FINISH:
+            if tool_name != FINISH and not isinstance(tool, GuardedTool):
                 react.tools[tool_name] = GuardedTool.of(tool, self.breaker)
-
 
 def guard(
     module: Any,

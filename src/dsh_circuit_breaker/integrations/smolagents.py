@@ -29,8 +29,12 @@ from typing import Any
 
 # smolagents ships no type information (no py.typed).
 from smolagents import CodeAgent, ToolCallingAgent  # type: ignore[import-untyped]
+from smolagents.local_python_executor import (  # type: ignore[import-untyped]
+    LocalPythonExecutor,
+)
 from smolagents.utils import AgentError  # type: ignore[import-untyped]
 
+from .._log import warn
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ._common import (
@@ -78,6 +82,9 @@ class CircuitBreakerGuard:
             setattr(agent, RUN_ATTR, f"smolagents:{name}")
             agent.run = self._run_of(agent, name, agent.run)
             if isinstance(agent, CodeAgent):
+                if not isinstance(agent.python_executor, LocalPythonExecutor):
+                    # The code, and the tools it calls, run in the remote sandbox.
+                    warn("dsh-circuit-breaker: %s runs its code remotely: not guarded", name)
                 for tool_name, tool in list(agent.tools.items()):
                     if tool_name != FINAL_ANSWER:
                         agent.tools[tool_name] = GuardedTool(tool, self, agent)
