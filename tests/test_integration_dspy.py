@@ -17,7 +17,6 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import CircuitBreaker, Config
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
 from support import agent_scenarios as scenario
 from support.fake_dspy import FakeDSPy, dspy_results
 from support.scripted_server import tool_call
@@ -35,11 +34,6 @@ try:
     HAVE = True
 except ImportError:  # pragma: no cover - only without the extra
     HAVE = False
-
-STOP_REASON = DEFAULT_MESSAGES["stop"].format(tool="search", kind="duplicate", count=3, limit=3)
-BUDGET_TEXT = DEFAULT_MESSAGES["budget"].format(
-    tool="web_search", kind="budget", count=12, limit=12
-)
 
 
 @pytest.fixture(autouse=True)
@@ -106,7 +100,7 @@ def test_a_looping_agent_is_stopped_at_its_third_refusal(mode: str) -> None:
             ask(server, module, "find it", mode)
     assert ran == ["same"] * 6
     scenario.check_wire_stop(server, False)  # nine requests: no extract step either
-    assert stop_reason(stopped.value) == STOP_REASON == str(stopped.value)
+    assert stop_reason(stopped.value) == scenario.STOP_REASON == str(stopped.value)
     assert not isinstance(stopped.value, Exception)  # past ReAct's `except Exception`
 
 
@@ -129,7 +123,7 @@ def test_a_web_search_budget_of_12_refuses_the_13th() -> None:
     sent = server.tool_results()
     assert [r.call_id for r in sent] == [f"s-{n}" for n in range(13)]
     assert [r.text for r in sent[:12]] == [f"results for topic {n}" for n in range(12)]
-    assert sent[-1].text == BUDGET_TEXT
+    assert sent[-1].text == scenario.BUDGET_TEXT
     assert len(server.model_requests) == 15  # 13 calls, `finish`, the extract step
     assert out.answer == scenario.DONE_SEARCHING and server.errors == []
 
@@ -171,7 +165,7 @@ def test_a_subagent_has_its_own_state_and_its_stop_ends_only_its_call() -> None:
     # The request after the `delegate` call is the child's first; the parent's next one
     # carries the call's result.
     handed_back = [r for r in server.tool_results() if r.call_id == "d"]
-    assert [r.text for r in handed_back] == [STOP_REASON]
+    assert [r.text for r in handed_back] == [scenario.STOP_REASON]
     assert out.answer == "parent done"
     assert list(g.breaker.store.agents()) == []  # each call's state dropped at its end
 

@@ -15,7 +15,6 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import CircuitBreaker, Config
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
 from support import agent_scenarios as scenario
 from support.fake_openai import FakeOpenAI
 from support.fake_smolagents import FakeSmolagents, answering, smolagents_results
@@ -35,11 +34,6 @@ try:
     HAVE = True
 except ImportError:  # pragma: no cover - only without the extra
     HAVE = False
-
-STOP_REASON = DEFAULT_MESSAGES["stop"].format(tool="search", kind="duplicate", count=3, limit=3)
-BUDGET_TEXT = DEFAULT_MESSAGES["budget"].format(
-    tool="web_search", kind="budget", count=12, limit=12
-)
 
 
 @pytest.fixture(autouse=True)
@@ -115,7 +109,7 @@ def test_a_looping_agent_is_stopped_at_its_third_refusal() -> None:
             a.run("find it")
     assert ran == ["same"] * 6
     scenario.check_wire_stop(server, False)
-    assert stop_reason(stopped.value) == STOP_REASON == str(stopped.value)
+    assert stop_reason(stopped.value) == scenario.STOP_REASON == str(stopped.value)
     # The refusal answered the 9th call: it is in the agent's memory, as any result is.
     assert a.memory.steps[-1].observations.startswith(scenario.DENIED)
 
@@ -137,7 +131,7 @@ def test_a_web_search_budget_of_12_refuses_the_13th() -> None:
         a = guard(agent(server, web_tools(ran)), config=Config(tool_limits={"web_search": 12}))
         out = a.run("search")
     assert ran == [f"topic {n}" for n in range(12)]
-    scenario.check_wire_budget(server, BUDGET_TEXT, False)
+    scenario.check_wire_budget(server, scenario.BUDGET_TEXT, False)
     assert out == scenario.DONE_SEARCHING
 
 
@@ -178,7 +172,7 @@ def test_a_managed_agent_has_its_own_state_and_its_stop_ends_only_its_run() -> N
     # The manager reads the member's stop as smolagents' error for a team member's call
     # (a call that raised: its step keeps the error, not the call).
     (error,) = handed_back(server.model_requests[-1])
-    assert error.is_error and STOP_REASON in error.text
+    assert error.is_error and scenario.STOP_REASON in error.text
     assert out == "team done"
     assert list(g.breaker.store.agents()) == []  # each run's state dropped at its end
 
@@ -215,7 +209,7 @@ def test_a_code_agent_is_refused_after_six_and_stopped_at_its_third_refusal() ->
         with pytest.raises(CircuitBreakerStop) as stopped:
             a.run("find it", max_steps=50)
     assert ran == ["same"] * 6
-    assert stop_reason(stopped.value) == STOP_REASON
+    assert stop_reason(stopped.value) == scenario.STOP_REASON
     results = server.tool_results()
     assert len(server.model_requests) == 9 and len(results) == 8
     assert all("results for same" in r.text and not r.is_error for r in results[:6])
