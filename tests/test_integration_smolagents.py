@@ -101,12 +101,15 @@ def test_healthy_edit_test_cycle_is_never_refused() -> None:
     assert out == "all green"
 
 
-def test_a_looping_agent_is_stopped_at_its_third_refusal() -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_looping_agent_is_stopped_at_its_third_refusal(stream: bool) -> None:
     ran: list[str] = []
     with FakeSmolagents(after=answering(scenario.wire_loop_forever(smolagents_results))) as server:
         a = guard(agent(server, search_tools(ran), max_steps=50))
         with pytest.raises(CircuitBreakerStop) as stopped:
-            a.run("find it")
+            out = a.run("find it", stream=stream)
+            if stream:
+                list(out)
     assert ran == ["same"] * 6
     scenario.check_wire_stop(server, False)
     assert stop_reason(stopped.value) == scenario.STOP_REASON == str(stopped.value)
