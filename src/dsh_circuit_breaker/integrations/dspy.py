@@ -182,6 +182,7 @@ class CircuitBreakerGuard:
             if tool_name != FINISH and not isinstance(tool, GuardedTool):
                 react.tools[tool_name] = GuardedTool.of(tool, self.breaker)
 
+
 def guard(
     module: Any,
     breaker: CircuitBreaker | None = None,
