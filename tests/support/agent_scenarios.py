@@ -341,11 +341,16 @@ class Poller:
         return respond
 
     def check_wire(
-        self, server: ScriptedServer, error_flag: bool, refusal: Callable[[str], str] = str
+        self,
+        server: ScriptedServer,
+        error_flag: bool,
+        refusal: Callable[[str], str] = str,
+        extra_requests: int = 0,
     ) -> None:
         """Every call answered in the next request, by the tool until the refused poll,
         which the next request answers with the refusal (the API's error flag set if
-        `error_flag`); then the model's own answer, and no call after."""
+        `error_flag`); then the model's own answer (and `extra_requests` of the
+        framework's own, as DSPy's answer extraction), and no call after."""
         calls = self.calls
         if self.refused_at is not None:
             calls = calls[: calls.index(("poll", {"job": "7"}, f"poll-{self.refused_at - 1}")) + 1]
@@ -361,7 +366,7 @@ class Poller:
             else:
                 assert ("books ingested" if name == "poll" else "noted") in result.text
             assert result.is_error == (refused and error_flag), (call_id, result)
-        assert len(server.model_requests) == len(calls) + 1
+        assert len(server.model_requests) == len(calls) + 1 + extra_requests
         assert server.errors == []
 
     def check_ran(self, ran: list[str]) -> None:
@@ -376,6 +381,7 @@ class Poller:
         run: Callable[[ScriptedServer, list[Any]], Any],
         error_flag: bool,
         refusal: Callable[[str], str] = str,
+        extra_requests: int = 0,
     ) -> None:
         """The whole scenario: `run(server, tools)` runs the framework's agent, guarded with
         `self.config`, on the tools (each function made a tool by `as_tool`) against a
@@ -384,7 +390,7 @@ class Poller:
         tools = [as_tool(f) for f in self.functions(ran)]
         with fake(after=self.wire(fake.results_of)) as server:
             run(server, tools)
-        self.check_wire(server, error_flag, refusal)
+        self.check_wire(server, error_flag, refusal, extra_requests)
         self.check_ran(ran)
 
 
