@@ -139,8 +139,8 @@ try {
 } catch (error) {
   out.push({ setup: String(error.message) });
 }
-for (const [hook, snapshot, input] of steps) {
-  const toolCall = { toolName: 'run_commands', toolCallId: 'c', input };
+for (const [hook, snapshot, input, tool = 'run_commands'] of steps) {
+  const toolCall = { toolName: tool, toolCallId: 'c', input };
   out.push(await plugin.hooks[hook]({ snapshot, toolCall, input }) ?? null);
 }
 console.log(JSON.stringify({ out, logs }));
