@@ -352,6 +352,74 @@ def agent_framework(calls: int) -> Runner:
     return run
 
 
+def smolagents(calls: int) -> Runner:
+    from smolagents import ChatMessage, Model, ToolCallingAgent, tool
+    from smolagents.models import ChatMessageToolCall, ChatMessageToolCallFunction, MessageRole
+    from smolagents.monitoring import LogLevel
+
+    from dsh_circuit_breaker.integrations.smolagents import guard
+
+    class Scripted(Model):  # type: ignore[misc]
+        def generate(self, messages: list[Any], **kw: Any) -> Any:
+            n = sum(m.role == MessageRole.TOOL_RESPONSE for m in messages)
+            name, arguments = (
+                ("search", {"query": str(n)}) if n < calls else ("final_answer", {"answer": "done"})
+            )
+            call = ChatMessageToolCall(
+                ChatMessageToolCallFunction(arguments, name), f"c{n}", "function"
+            )
+            return ChatMessage(role=MessageRole.ASSISTANT, content="", tool_calls=[call])
+
+    @tool
+    def search(query: str) -> str:
+        """Search.
+
+        Args:
+            query: what to search for.
+        """
+        return "r"
+
+    def run(with_breaker: bool) -> None:
+        agent = ToolCallingAgent(
+            tools=[search], model=Scripted(), max_steps=calls + 10, verbosity_level=LogLevel.OFF
+        )
+        if with_breaker:
+            guard(agent)
+        assert agent.run("go") == "done"  # every call ran within the step limit
+
+    return run
+
+
+def dspy_react(calls: int) -> Runner:
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch at import
+    import dspy
+    from dspy.utils.dummies import DummyLM
+
+    from dsh_circuit_breaker.integrations.dspy import guard
+
+    steps = [
+        {"next_thought": "t", "next_tool_name": "search", "next_tool_args": {"query": str(n)}}
+        for n in range(calls)
+    ]
+    finish = {"next_thought": "t", "next_tool_name": "finish", "next_tool_args": {}}
+    answers = [*steps, finish, {"reasoning": "r", "answer": "done"}]
+
+    def search(query: str) -> str:
+        """Search."""
+        return "r"
+
+    def run(with_breaker: bool) -> None:
+        react = dspy.ReAct("question -> answer", tools=[search], max_iters=calls + 10)
+        if with_breaker:
+            guard(react)
+        with dspy.context(lm=DummyLM(answers)):
+            assert react(question="go").answer == "done"
+
+    return run
+
+
 def claude_hook(calls: int) -> tuple[float, float]:
     """Microseconds per awaited hook call: the breaker's PreToolUse callback, and a no-op."""
     from dsh_circuit_breaker.integrations.claude_agent_sdk import ClaudeCircuitBreaker
@@ -381,6 +449,8 @@ FRAMEWORKS: dict[str, Callable[[int], Runner]] = {
     "google-adk": google_adk,
     "agno": agno,
     "agent-framework": agent_framework,
+    "smolagents": smolagents,
+    "dspy": dspy_react,
 }
 
 

@@ -7,6 +7,9 @@ tomorrow is covered too) is checked by its language:
   `bash -e -o pipefail`, as a reader types them. Both in a scratch directory with a scratch
   HOME (see `scratch`), no network beyond 127.0.0.1.
 - `json`, `toml`, `yaml`: parsed.
+- a `text` block that begins `$ dsh-circuit-breaker ...`: each command runs in a scratch
+  directory holding a copy of the repository files it names (a fresh clone, as far as it
+  can tell) and prints what the block shows, a line `...` standing for lines left out.
 - a block marked `<!-- excerpt: examples/X.py -->` is part of that program: the program
   exists and holds each of the block's lines (tests/test_examples.py runs it);
 - a block marked `<!-- not-run: reason -->` is shown only, for the reason given.
@@ -86,8 +89,8 @@ def test_every_quoted_denial_is_a_default_text(path: Path) -> None:
 
 def test_readme_and_every_integration_doc_show_both_texts() -> None:
     for path in DOCS:
-        if path.name == "transcripts.md":
-            continue  # replay reports denials; it does not send them to a model
+        if path.name in ("transcripts.md", "results.md"):
+            continue  # not an integration: replay reports denials, results.md a setting
         kinds = {k for q in quoted_denials(path) for k, p in PATTERNS.items() if p.match(q)}
         assert {"duplicate", "cap"} <= kinds, f"{path.name} lacks a literal denial text"
 
@@ -198,6 +201,84 @@ def test_the_shell_runner_names_the_block_that_failed(
     good, bad = Block(page, 1, "sh", "cd /\n"), Block(page, 5, "sh", "false | cat\ntrue\n")
     with pytest.raises(AssertionError, match=re.escape("README.md:5 exited 1")):
         run([good, bad, good], *scratch)
+
+
+# -- shown output ---------------------------------------------------------------------
+
+# Output blocks that begin with a command (`$ dsh-circuit-breaker ...`): what it prints.
+SHOWN_RUNS = [b for b in BLOCKS if b.lang in SHOWN and b.text.startswith("$ ")]
+
+
+def sessions(block: Block) -> list[tuple[str, list[str]]]:
+    """Each `$ command` of a shown block, with the lines shown as its output."""
+    found: list[tuple[str, list[str]]] = []
+    for line in block.text.splitlines():
+        if line.startswith("$ "):
+            found.append((line[2:], []))
+        else:
+            found[-1][1].append(line)
+    return found
+
+
+def shows(expected: list[str], printed: list[str]) -> bool:
+    """`printed` is what `expected` shows, a line `...` standing for any lines left out."""
+    if not expected:
+        return not printed
+    if expected[0] == "...":
+        return any(shows(expected[1:], printed[i:]) for i in range(len(printed) + 1))
+    return bool(printed) and printed[0] == expected[0] and shows(expected[1:], printed[1:])
+
+
+def a_clone(words: list[str], clone: Path) -> None:
+    """The files a command names, from this repository, at the same place in `clone`: a
+    fresh clone as far as the command can tell (a path outside the repository, such as
+    ../shared, is not there)."""
+    for word in words:
+        source = ROOT / word
+        if word.startswith("-") or not source.exists():
+            continue
+        if not source.resolve().is_relative_to(ROOT):
+            continue
+        target = clone / word
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            shutil.copyfile(source, target)
+
+
+@pytest.mark.parametrize("block", SHOWN_RUNS, ids=ids(SHOWN_RUNS))
+def test_a_shown_command_runs_in_a_clone_and_prints_what_is_shown(
+    block: Block, scratch: tuple[Path, dict[str, str]]
+) -> None:
+    work, env = scratch
+    clone = work / "clone"
+    clone.mkdir()
+    for command, expected in sessions(block):
+        words = shlex.split(command)
+        assert words[0] == PACKAGE, f"{block.id}: shows {words[0]}, not this package's command"
+        a_clone(words[1:], clone)
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=clone,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert done.returncode == 0, (
+            f"{block.id}: `{command}` exited {done.returncode}: {done.stderr}"
+        )
+        printed = done.stdout.rstrip("\n").splitlines()
+        assert shows(expected, printed), (
+            f"{block.id}: `{command}` printed\n{done.stdout}\nwhere the doc shows\n"
+            + "\n".join(expected)
+        )
+
+
+def test_shown_output_may_leave_lines_out_only_where_it_says_so() -> None:
+    assert shows(["a", "...", "d"], ["a", "b", "c", "d"]) and shows(["..."], [])
+    assert not shows(["a", "d"], ["a", "b", "d"]) and not shows(["a", "...", "d"], ["a", "b"])
 
 
 # -- excerpts -------------------------------------------------------------------------

@@ -25,8 +25,10 @@ from conftest import require
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from sandbox import scratch_env
 from support.fake_anthropic import FakeAnthropic, tool_use
+from support.fake_dspy import FakeDSPy
 from support.fake_gemini import FakeGemini
 from support.fake_openai import FakeOpenAI, function_call
+from support.fake_smolagents import FakeSmolagents
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -74,6 +76,13 @@ OPENAI = Provider(
     },
 )
 
+# smolagents and DSPy ReAct speak Chat Completions but keep tool calls and results in the
+# text of their messages: their fakes read (and, for DSPy, write) that form.
+SMOLAGENTS = Provider(
+    lambda turns: FakeSmolagents(turns), function_call, openai_results, OPENAI.env
+)
+DSPY = Provider(lambda turns: FakeDSPy(turns), function_call, openai_results, OPENAI.env)
+LITELLM_OFFLINE = (("LITELLM_LOCAL_MODEL_COST_MAP", "True"),)  # no cost map fetched
 
 GEMINI = Provider(
     lambda turns: FakeGemini(turns),
@@ -107,6 +116,8 @@ RUNS = {
     "agno_example.py": Example("agno", ANTHROPIC, [SEARCH] * 10, "3 results", error_flag=False),
     "openai_agents_example.py": Example("agents", OPENAI, [SEARCH] * 10, "3 results"),
     "agent_framework_example.py": Example("agent_framework", OPENAI, [SEARCH] * 10, "3 results"),
+    "smolagents_example.py": Example("smolagents", SMOLAGENTS, [SEARCH] * 10, "3 results"),
+    "dspy_example.py": Example("dspy", DSPY, [SEARCH] * 10, "3 results", env=LITELLM_OFFLINE),
     "pydantic_ai_example.py": Example("pydantic_ai", GEMINI, [SEARCH] * 10, "3 results"),
     "strands_example.py": Example("strands", ANTHROPIC, [SEARCH] * 10, "3 results"),
     "google_adk_example.py": Example("google.adk", GEMINI, [SEARCH] * 10, "3 results"),

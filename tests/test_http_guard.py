@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pty
+import select
 import socket
 import ssl
 import stat
@@ -375,6 +377,28 @@ def test_remote_with_tls(tmp_path: Path, env: dict[str, str]) -> None:
                 raise ConnectionError(f"plain HTTP got {answer.status}")
 
 
+def on_a_terminal(command: list[str], env: dict[str, str]) -> str:
+    """What `command` prints with its stdout on a pseudo-terminal, as a person sees it."""
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(command, env=env, stdout=slave, stderr=subprocess.DEVNULL)
+        os.close(slave)
+        seen = b""
+        while True:
+            ready, _, _ = select.select([master], [], [], 30)
+            try:
+                chunk = os.read(master, 4096) if ready else b""
+            except OSError:  # the terminal closed: the process exited
+                chunk = b""
+            if not chunk:
+                break
+            seen += chunk
+        assert proc.wait(30) == 0
+    finally:
+        os.close(master)
+    return seen.decode().replace("\r\n", "\n")
+
+
 def test_ensure_starts_the_service_once(tmp_path: Path, env: dict[str, str]) -> None:
     with socket.socket() as probe_socket:
         probe_socket.bind(("127.0.0.1", 0))
@@ -391,6 +415,10 @@ def test_ensure_starts_the_service_once(tmp_path: Path, env: dict[str, str]) -> 
         started = time.monotonic()
         again = subprocess.run(ensure, env=env, capture_output=True, text=True, timeout=60)
         assert again.returncode == 0 and time.monotonic() - started < 5
+        # A person at a terminal gets the page's address, token and all (a hook: nothing).
+        shown = on_a_terminal(ensure, env)
+        page = f"  the live page: http://127.0.0.1:{port}/?token={token}"
+        assert shown.splitlines()[-2:] == [f"the guard answers on http://127.0.0.1:{port}", page]
         other = dict(env, DSH_CIRCUIT_BREAKER_TOKEN="another-token-0123456789")
         refused = subprocess.run(ensure, env=other, capture_output=True, text=True, timeout=60)
         assert refused.returncode == 1 and "cannot prove it holds this token" in refused.stderr

@@ -16,7 +16,7 @@ import pytest
 
 from dsh_circuit_breaker import invocation
 from hook_support import hook_env
-from support.guard_service import CLI, Service, state_dir
+from support.guard_service import CLI, Service, metric_samples, state_dir
 
 pytestmark = pytest.mark.timeout(120)  # doctor starts the real CLI
 
@@ -114,6 +114,15 @@ def test_doctor_checks_that_the_guard_answers(tmp_path: Path) -> None:
         assert "UserPromptSubmit in" in up.stdout
         assert "ok       SessionStart starts the guard" in up.stdout
         assert "the hook is not installed" not in up.stdout
+        # The probe is no agent's work: not an allow, not a prompt, not on the page.
+        samples = metric_samples(service.metrics())
+        harness = (("harness", "claude-code"),)
+        assert samples[("dsh_circuit_breaker_probes_total", harness)] == 2
+        counted = ("dsh_circuit_breaker_decisions_total", "dsh_circuit_breaker_prompts_total")
+        judged = [k for k in samples if k[0] in counted]
+        assert judged == [], judged  # was decisions_total{kind="allow"} 1, prompts_total 1
+        assert samples[("dsh_circuit_breaker_agents_tracked", ())] == 0
+        assert service.json("/api/agents")["agents"] == []
     down = cli(env, "doctor", "claude-code")
     assert down.returncode == 1
     assert "PROBLEM  the guard does not answer at" in down.stdout

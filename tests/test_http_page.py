@@ -2,16 +2,20 @@
 scripts/setup) driven by playwright-core (pinned in tests/e2e/package.json), against the
 installed wheel's `serve --http` (so the page is the one the wheel ships). The page loads
 with the token, shows an agent a hook request just created, shows its denial within a
-second, lists it first (before a quieter, newer agent) with a preview of the call it
-repeated and a banner that counts it, collapses its timeline's runs, says the next step,
-has no overlapping boxes at 800 px, and its reset button (after a confirmation) resets it
-in the store; without the token the page is HTML that says how to get it. Screenshots at
-1400 and 800 px wide are written next to the test's output.
+second, lists it before a quieter, newer agent (and a stopped one before both) with a
+preview of the call it repeated, its last call's time as "N s ago", and a banner that counts
+them (loud for a stopped agent); an incident links to its agent; the page collapses the
+timeline's runs, says the next step, has no overlapping boxes and no wrapped ids at 800 px,
+and its reset button (after a confirmation) resets the agent in the store; with the guard
+gone it says "guard not reachable" and how to start it; without the token the page is HTML
+that says how to get it. Screenshots at 1400 and 800 px wide are written next to the
+test's output.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -59,9 +63,13 @@ def test_the_page_shows_an_agent_its_denial_and_resets_it(
     assert seen["denialCells"] == ["6/300", "6/6", "1"]  # calls, top repeat, denials
     # Listed first though the quiet agent called later; what it repeated, in the guard's
     # memory only (the store has digests), and a banner counting it.
-    assert seen["order"] == ["browser-session-1", "quiet-session-2"]
+    assert seen["order"] == ["stuck-session-3", "browser-session-1", "quiet-session-2"]
     assert seen["firstRepeat"] == "echo loop x6 ran, x1 refused"
-    assert seen["bannerShown"] and seen["banner"] == "1 agent needs attention"
+    assert re.fullmatch(r"\d+ s ago", seen["lastCall"]), seen["lastCall"]
+    assert seen["bannerShown"] and seen["banner"] == "2 agents need attention"
+    assert seen["bannerClass"] == "loud"  # a stopped agent among them
+    assert seen["incidentOpens"] == "browser-session-1"
+    assert sorted(seen["idLines"]) == [[a, 1] for a in sorted(seen["order"])], seen["idLines"]
     assert seen["timelineCells"] == ["x6", ""]  # six alike in one cell, then the denial
     assert seen["next"].startswith("denied: its last call, or its next repeat, is refused")
     assert seen["narrowOverlaps"] == [] and seen["narrowWidth"] <= 800, seen
@@ -77,8 +85,11 @@ def test_the_page_shows_an_agent_its_denial_and_resets_it(
     assert sorted((a["agent"], a["calls"]) for a in agents) == [
         ("browser-session-1", 1),
         ("quiet-session-2", 1),
+        ("stuck-session-3", 6),
     ]
     assert seen["error"] == ""
+    assert seen["unreachable"].startswith("guard not reachable at http://127.0.0.1:")
+    assert "dsh-circuit-breaker serve --http 127.0.0.1:" in seen["unreachable"]
     assert [line for line in seen["console"] if "error" in line.lower()] == []
     assert screenshot.stat().st_size > 10_000 and narrow.stat().st_size > 10_000
     written = b"".join(p.read_bytes() for p in installed.home.rglob("*") if p.is_file())

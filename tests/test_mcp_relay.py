@@ -102,7 +102,7 @@ def test_the_probe_runs_six_then_refuses(
     for refused in results[6:]:
         assert [(c.type, c.text) for c in refused.content] == [("text", text)]
     if upstream_kind == "sdk":  # it counts its own runs
-        assert results[5].content[0].text == "run 6: again"
+        assert results[5].content[0].text == "echo: again"
 
 
 def test_status_sees_the_mcp_agent_and_name_prefixes_the_tool(
@@ -215,7 +215,7 @@ def test_the_refusal_at_2026_07_28_says_result_type_complete(installed: Installe
     )
     assert "2026-07-28" in discovered["result"]["supportedVersions"]
     answers = [raw.ask(echo_call(n, MODERN)) for n in range(1, 8)]
-    assert answers[5]["result"]["content"][0]["text"] == "run 6: again"
+    assert answers[5]["result"]["content"][0]["text"] == "echo: again"
     assert answers[5]["result"]["resultType"] == "complete"  # the server's own, for comparison
     assert answers[6] == {
         "jsonrpc": "2.0",

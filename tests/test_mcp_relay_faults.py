@@ -95,7 +95,7 @@ def test_a_100_mb_line_each_way_passes_through_in_pieces(installed: Installed) -
     assert raw.process.stdout is not None
     line = readline(raw.process.stdout, 120)
     answer = json.loads(line)
-    assert answer["id"] == 1 and answer["result"]["content"][0]["text"] == "run 1: " + big
+    assert answer["id"] == 1 and answer["result"]["content"][0]["text"] == "echo: " + big
     del line, answer, big
     # Both directions still work, and the big call was not judged (not counted).
     answers = [raw.ask(echo_call(n)) for n in range(2, 9)]

@@ -118,6 +118,7 @@ async def probe(transport: Any, mode: str) -> list[Any]:
     async with Client(transport(), mode=mode) as client:
         results = [await client.call_tool("echo", {"message": "again"}) for _ in range(10)]
         results.append(await client.call_tool("echo", {"message": "other"}))
+        results.append(await client.call_tool("runs", {}))
         return results
 
 
@@ -125,11 +126,12 @@ async def probe(transport: Any, mode: str) -> list[Any]:
 def test_the_probe_over_http_runs_six_then_refuses(relay_to: Any, sdk_http: str, mode: str) -> None:
     relay = relay_to(sdk_http)
     results = anyio.run(probe, mcp_scenario.http(relay.url, AUTH), mode)
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 4 + [False]
+    assert [r.is_error for r in results] == [False] * 6 + [True] * 4 + [False] * 2
     for refused in results[6:10]:
         assert refused.content[0].text == expected_text("echo")
     # The server ran echo exactly 6 times before the other call: the 4 never reached it.
-    assert results[10].content[0].text == "run 7: other"
+    assert results[10].content[0].text == "echo: other"
+    assert results[11].content[0].text == "7 echo runs"
 
 
 def test_the_refusal_on_the_wire_in_each_version(relay_to: Any, sdk_http: str) -> None:

@@ -130,3 +130,46 @@ def test_a_record_from_before_budgets_and_stop_still_loads(
     assert breaker().check("a", "u", "A").kind == "duplicate"
     assert [breaker().check("a", "t", c).allowed for c in "BCDE"] == [True, True, True, False]
     assert [a for a, _ in breaker().store.agents()] == ["a"]
+
+
+def _poll(breaker: CircuitBreaker, agent: str, result: str) -> bool:
+    allowed = breaker.check(agent, "bash", {"command": "gh run view 42"}).allowed
+    if allowed:
+        breaker.observe(agent, "bash", {"command": "gh run view 42"}, result)
+    return allowed
+
+
+def test_a_moving_poll_runs_on_and_a_frozen_one_is_refused_at_the_seventh(
+    state_url: str,
+) -> None:
+    breaker = CircuitBreaker(Config(result_progress=True), state=state_url)
+    moving = [_poll(breaker, "mover", f"{i * 5}% at 2026-12-02T04:{i:02}Z") for i in range(20)]
+    frozen = [_poll(breaker, "stuck", f"running, {i}.2s elapsed") for i in range(8)]
+    assert moving == [True] * 20
+    assert frozen == [True] * 6 + [False] * 2
+    breaker.close()
+
+
+def test_a_stuck_poll_between_new_calls_is_refused_at_the_same_result_limit(
+    state_url: str,
+) -> None:
+    breaker = CircuitBreaker(Config(result_progress=True, same_result_limit=8), state=state_url)
+    polls = []
+    for i in range(12):
+        polls.append(_poll(breaker, "a", "state: pending"))
+        assert breaker.check("a", "read", {"path": f"notes-{i}.md"}).allowed
+    assert polls == [True] * 8 + [False] * 4
+    breaker.close()
+
+
+def test_a_result_for_a_refused_or_answered_call_changes_nothing(state_url: str) -> None:
+    breaker = CircuitBreaker(Config(result_progress=True), state=state_url)
+    for _ in range(6):
+        assert _poll(breaker, "a", "same")
+    args = {"command": "gh run view 42"}
+    assert not breaker.check("a", "bash", args).allowed
+    # The refused 7th's "result", and a second result for the 6th: neither is progress.
+    breaker.observe("a", "bash", args, "something new")
+    breaker.observe("a", "bash", args, "something newer")
+    assert not breaker.check("a", "bash", args).allowed
+    breaker.close()

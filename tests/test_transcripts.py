@@ -48,7 +48,7 @@ def read(*paths: Path | str, fmt: str | None = None) -> tuple[list[Any], Problem
 
 @needs_corpus
 def test_every_corpus_file_is_detected_as_its_format() -> None:
-    assert detect(str(TAU)) == "openai"
+    assert detect(str(TAU)) == "tau-bench"
     assert detect(str(TAU2)) == "tau2"
     assert detect(str(next(MINI.glob("*.traj.json")))) == "mini-swe-agent"
     for path in DSH_FIXTURES.glob("*.jsonl"):
@@ -78,11 +78,11 @@ def test_detection_does_not_rely_on_the_file_name(tmp_path: Path) -> None:
         ),
         ("c.json", '{"a":1}\n{"type":"assistant","message":{},"uuid":"u"}\n', "claude-code"),
         ("d.json", '{"a":1}\nbroken\n{"type":"assistant","message":{},"uuid":"u"}\n', None),
-        # A document's keys: simulations, then mini-swe-agent's, then openai's.
+        # A document's keys: simulations, then mini-swe-agent's, then tau-bench's.
         ("e.json", '{"messages": [], "simulations": []}', "tau2"),
         ("f.json", '{"messages": [], "instance_id": "x"}', "mini-swe-agent"),
-        ("g.json", '{"traj": []}', "openai"),
-        ("h.json", '[{"role": "user"}]', "openai"),
+        ("g.json", '{"traj": []}', "tau-bench"),
+        ("h.json", '[{"role": "user"}]', "tau-bench"),
         ("i.json", "[]", None),
         # The keys as far as they are read: tau2's come first; broken before the others.
         ("j.json", '{"simulations": [1], "oops": }', "tau2"),

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from dsh_circuit_breaker.cli import main
+from dsh_circuit_breaker.transcripts import FORMATS
 from support.installed import Installed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -226,7 +227,35 @@ def test_calibrate_table(capsys: pytest.CaptureFixture[str]) -> None:
         ["4", "200", "false"],
         ["6", "200", "false"],
     ]
-    assert rows[0][5] == "7/7"  # loops stopped
+    # loops stopped: a fraction in words; stop after: the median, then the most
+    assert rows[0][5:10] == ["7", "of", "7", "7", "(max"], rows[0]
+    assert "7 of 7     7 (max 7)" in out  # was "7/7  7/7": a fraction and a median/max alike
+    *_, rule, stop = out.rstrip().splitlines()
+    assert rule == (
+        "Recommendation: keep the current config (duplicateLimit=6, window=200, "
+        "resetOnNewCall=true): it stops 7 of 7 loops, 7 calls in (median), and denies no run "
+        "without a loop."
+    )
+    assert stop.startswith("Stop: stopAfterDenials=2: it ends 7 of 7 loops"), stop
+    assert stop.endswith("Try it with `--set stopAfterDenials=2`, then put it in your config file.")
+
+
+@needs_corpus
+def test_calibrate_recommends_what_to_set_when_the_current_config_is_not_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ("calibrate", str(TAU2), "--limits", "4,6", "--windows", "200")
+    code, out, err = run(capsys, *args, "--set", "duplicateLimit=4", "--stop-after", "3")
+    assert code == 0, err
+    rule = next(line for line in out.splitlines() if line.startswith("Recommendation: "))
+    # duplicateLimit=4 denies 2 tau2 runs without a loop; 6 stops every loop and denies none
+    assert rule == (
+        "Recommendation: duplicateLimit=6: it stops 7 of 7 loops, 7 calls in (median), and "
+        "denies no run without a loop. Try it with `--set duplicateLimit=6`, then put it in "
+        "your config file."
+    )
+    report = run_json(capsys, *args, "--set", "duplicateLimit=4", "--stop-after", "3")
+    assert report["recommendation"][0] == rule
 
 
 def test_installed_console_script_runs_the_commands(installed: Installed) -> None:
@@ -468,7 +497,10 @@ def test_replay_marks_the_budget_and_the_stop(
         "the 4 calls made after it (no timestamps to measure time). Budgets "
         "(toolLimits.bash=3) would have refused a call in 1 run." in out
     )
-    assert "stopAfterDenials=3, toolLimits.bash=3: 1 run would have had a call denied" in out
+    assert (
+        "stopAfterDenials=3, resultProgress=true, sameResultLimit=10, toolLimits.bash=3: "
+        "1 run would have had a call denied" in out
+    )
     code, out, _ = run(capsys, "replay", str(path), "--set", "stopAfterDenials=0")
     assert "BUDGET" not in out.splitlines()[0]  # no toolLimits: no budget column
     assert "stopAfterDenials=0: no run is stopped." in out
@@ -537,7 +569,7 @@ def test_calibrate_stop_table_and_budget_grid(capsys: pytest.CaptureFixture[str]
         *("--stop-after", "2,3", "--tool-limit", "transfer_to_human_agents=3,50"),
     )
     assert code == 0, err
-    head = "STOP AFTER DENIALS  STOPPED RUNS  NO-LOOP STOPPED  LOOPS ENDED  STOP AT  CALLS SAVED"
+    head = "STOP AFTER DENIALS  STOPPED RUNS  NO-LOOP STOPPED  LOOPS ENDED       STOP AT"
     lines = out.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith(head))
     rows = [line.split() for line in lines[at + 1 : lines.index("", at)]]
@@ -549,8 +581,8 @@ def test_calibrate_stop_table_and_budget_grid(capsys: pytest.CaptureFixture[str]
         ("3", "transfer_to_human_agents=3"),
         ("3", "transfer_to_human_agents=50"),
     ]
-    assert rows[0][1:4] == ["6", "0", "6/7"]  # 6 runs stopped, none outside a loop
-    assert rows[4][1:4] == rows[0][1:4] and rows[4][7] == "0"  # 50 transfers: no budget refusal
+    assert rows[0][1:6] == ["6", "0", "6", "of", "7"]  # 6 runs stopped, none outside a loop
+    assert rows[4][1:6] == rows[0][1:6] and rows[4][11] == "0"  # 50 transfers: no budget refusal
     assert int(rows[3][2]) > 0  # a budget of 3 transfers stops healthy runs too
 
     report = run_json(
@@ -563,8 +595,13 @@ def test_calibrate_stop_table_and_budget_grid(capsys: pytest.CaptureFixture[str]
     assert entry["non_loop_runs_stopped"] == len(entry["non_loop_runs_stopped_list"]) > 0
     assert all(r["kind"] == "budget" for r in entry["non_loop_runs_stopped_list"])
     loop = next(r for r in report["runs"] if r["meta"]["task_id"] == "10")
-    # one entry per config: the current one, resetOnNewCall=false, then the budget's
-    assert loop["stopped_at"] == [17, 17, 14]
+    # one entry per config: the current one, resetOnNewCall=false, the budget's, then the
+    # current one by calls alone and with other results settings (the transfers' answers
+    # never move: the same stop)
+    assert loop["stopped_at"] == [17, 17, 14, 17, 17, 17, 17]
+    configs = [r["config"] for r in report["results"]]
+    results = [(c["resultProgress"], c["sameResultLimit"]) for c in configs]
+    assert results == [(False, 0), (True, 0), (True, 8), (True, 12)]
 
 
 @pytest.mark.parametrize(
@@ -577,3 +614,25 @@ def test_calibrate_refuses_a_bad_stop_grid(
         main(["calibrate", str(tmp_path), *bad])
     assert exited.value.code == 2
     assert f"argument {bad[0]}" in capsys.readouterr().err
+
+
+def test_format_is_named_tau_bench_in_the_help_the_docs_and_the_reports(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """What the README and docs call tau-bench, `--format` calls tau-bench too (it was
+    `openai`, a name no doc used for it), and so does each run's `format`."""
+    call = {"id": "c1", "type": "function", "function": {"name": "get_user", "arguments": "{}"}}
+    traj = [{"role": "assistant", "tool_calls": [call]}, {"role": "tool", "tool_call_id": "c1"}]
+    results = tmp_path / "results.txt"  # a name that settles nothing: --format does
+    results.write_text(json.dumps([{"task_id": 4, "trial": 0, "reward": 1.0, "traj": traj}]))
+    report = run_json(capsys, "analyze", str(results), "--format", "tau-bench")
+    [row] = report["runs"]
+    assert (row["format"], row["calls"]) == ("tau-bench", 1)
+    assert row["run"] == "results.txt task 4 trial 0"
+    with pytest.raises(SystemExit):
+        main(["analyze", "--help"])
+    assert "tau-bench" in " ".join(capsys.readouterr().out.split())
+    doc = (REPO / "docs" / "transcripts.md").read_text()
+    table = doc.split("## Formats", 1)[1].split("\n\n", 2)[1]
+    named = [re.findall(r"^\| `([\w-]+)` \|", row) for row in table.splitlines()[2:]]
+    assert sorted(n for [n] in named) == sorted(FORMATS), named

@@ -46,3 +46,12 @@ def url_of(address: str) -> str:
 
 def page_url(origin: str, token: str) -> str:
     return f"{origin}/?token={quote(token)}"
+
+
+# Marks doctor's probe events on a hook URL, so the guard judges them without counting
+# them as any agent's calls (metrics, the page).
+PROBE = "probe"
+
+
+def probe_url(hook_url: str) -> str:
+    return f"{hook_url}{'&' if '?' in hook_url else '?'}{PROBE}=doctor"

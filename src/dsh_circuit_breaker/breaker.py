@@ -7,7 +7,7 @@ import _thread
 from ._log import warn
 from .config import Config
 from .keys import call_key
-from .rules import Refusal, decide
+from .rules import Refusal, decide, observe
 from .stores import MemoryStore, StoreUnavailable, store_from_url
 
 TYPE_CHECKING = False
@@ -129,6 +129,43 @@ class CircuitBreaker:
         except Exception:
             warn("dsh-circuit-breaker: internal error, call allowed", exc_info=True)
             return ALLOW
+
+    def observe(self, agent: Any, tool: str, arguments: Any, result: Any) -> None:
+        """Report what an allowed call of `tool` with `arguments` returned (text, or any
+        JSON value), where the harness says. Only its normalized digest is kept, and only
+        with `resultProgress` or `sameResultLimit` set. Never raises."""
+        if not self.config.observes_results:
+            return
+        try:
+            from .results import result_digest  # only where results are observed
+
+            digest = result_digest(result)
+        except Exception:
+            warn("dsh-circuit-breaker: internal error, result not recorded", exc_info=True)
+            return
+        self.observe_digest(agent, tool, arguments, digest)
+
+    def observe_digest(self, agent: Any, tool: str, arguments: Any, digest: bytes) -> None:
+        """`observe` with the result already digested (`results.result_digest`): replay
+        digests each recorded result once for all the configs it compares."""
+        config = self.config
+        try:
+            if not config.observes_results or not config.enabled:
+                return
+            if not isinstance(tool, str) or not config.guards(tool):
+                return
+            key = call_key(tool, arguments, self._ignore)
+            if key is None:
+                return
+
+            def step(state: AgentState) -> None:
+                observe(state, key, digest, config)
+
+            self.store.transact(self._state_key(agent), step)
+        except StoreUnavailable as exc:
+            warn("dsh-circuit-breaker: state store unavailable (%s)", exc)
+        except Exception:
+            warn("dsh-circuit-breaker: internal error, result not recorded", exc_info=True)
 
     def reset(self, agent: Any) -> None:
         """Forget one agent's state: a fresh window and call count."""

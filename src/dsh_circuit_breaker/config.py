@@ -27,6 +27,9 @@ MAX_SPEC_NUMBER = 100
 MAX_MESSAGE = 20_000
 # Chosen by replaying ../shared/corpus (tests/test_transcripts_corpus.py holds the figures).
 STOP_AFTER_DENIALS = 3
+# Chosen by bench/result_gate.py (docs/results.md): the smallest limit that refuses no
+# healthy peer-suite scenario, 8, plus a margin.
+SAME_RESULT_LIMIT = 10
 
 # field -> (default, accepted types). The order is the order of Config's keyword arguments.
 _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
@@ -50,6 +53,10 @@ _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
     # The HTTP guard's live page: a short, masked preview of each agent's repeated call,
     # held in the guard's memory only (never in the store or on disk).
     "preview_arguments": (True, (bool,)),
+    # Results, where the harness reports them (SPEC's rule 4 with results: docs/results.md).
+    # On by default: issue 25's gate held on the corpus and the peer suites.
+    "result_progress": (True, (bool,)),
+    "same_result_limit": (SAME_RESULT_LIMIT, (int,)),
 }
 _LISTS = ("exempt", "only", "ignore_args")
 _MAPPINGS = ("deny_message", "tool_limits")
@@ -74,7 +81,7 @@ class Config:
     naming its key, and never falls back to a default.
     """
 
-    __slots__ = ("_budgets", "_matcher", *_FIELDS)
+    __slots__ = ("_budgets", "_matcher", "observes_results", *_FIELDS)
 
     duplicate_limit: int
     window: int
@@ -93,6 +100,9 @@ class Config:
     tool_limits: Mapping[str, int]
     stop_after_denials: int
     preview_arguments: bool
+    result_progress: bool
+    same_result_limit: int
+    observes_results: bool  # either of the two above: results are worth recording
     _matcher: _ToolMatcher
     _budgets: _BudgetMatcher
 
@@ -115,6 +125,8 @@ class Config:
         tool_limits: Mapping[str, int] | None = None,
         stop_after_denials: int = STOP_AFTER_DENIALS,
         preview_arguments: bool = True,
+        result_progress: bool = True,
+        same_result_limit: int = SAME_RESULT_LIMIT,
     ) -> None:
         values = dict(locals())
         del values["self"]
@@ -132,6 +144,8 @@ class Config:
         self._validate()
         object.__setattr__(self, "_matcher", _ToolMatcher(self.exempt, self.only))
         object.__setattr__(self, "_budgets", _BudgetMatcher(self.tool_limits))
+        observes = self.result_progress or self.same_result_limit > 0
+        object.__setattr__(self, "observes_results", observes)
 
     def _validate(self) -> None:
         if self.duplicate_limit < 1:
@@ -165,7 +179,13 @@ class Config:
                 "stop_after_denials",
                 f"must be 0 (off) or more, got {shown(self.stop_after_denials)}",
             )
+        if self.same_result_limit < 0 or self.same_result_limit == 1:
+            raise _error(
+                "same_result_limit",
+                f"must be 0 (off) or at least 2, got {shown(self.same_result_limit)}",
+            )
         largest = max(
+            self.same_result_limit,
             self.duplicate_limit,
             self.max_calls_per_agent,
             self.stop_after_denials,

@@ -3,6 +3,8 @@ are decided."""
 
 from __future__ import annotations
 
+from .state import RECENT_RESULTS, RESULT_DIGEST_SIZE
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .config import Config
@@ -67,12 +69,47 @@ def decide(
     n = copies.get(key, 0)
     if n >= config.duplicate_limit:
         return _deny(state, config, "duplicate", n, config.duplicate_limit)
+    same_limit = config.same_result_limit
+    if same_limit and state.results:
+        last = state.results.get(key)
+        if last is not None and last[1] >= same_limit:  # stuck, new calls between or not
+            return _deny(state, config, "duplicate", last[1], same_limit)
     state.record(key, config.window)
+    if config.observes_results:
+        state.awaiting[key] = state.calls - 1
     if budgets:
         for pattern, _ in budgets:
             state.spent[pattern] = state.spent.get(pattern, 0) + 1
     state.denials = 0  # an allowed call ends the run of refusals
     return Verdict(None, n + 1, config.duplicate_limit)
+
+
+def observe(state: AgentState, key: bytes, digest: bytes, config: Config) -> None:
+    """Record the result (its normalized digest) of the latest allowed copy of `key`.
+
+    With `resultProgress`, a result unlike the key's last few (RECENT_RESULTS) is
+    progress: the key's copies count from this one again, as after a new call. One seen
+    among them is not (a result that flips between two answers is not moving). A result
+    for a copy that was refused, or already had its result, or is not the latest, changes
+    nothing.
+    """
+    position = state.awaiting.pop(key, None)
+    if position is None:
+        return
+    last = state.results.get(key)
+    if last is None:
+        state.results[key] = (digest, 1)
+        return
+    recent, same = last
+    if recent[:RESULT_DIGEST_SIZE] == digest:
+        state.results[key] = (recent, same + 1)
+        return
+    size = RESULT_DIGEST_SIZE
+    others = [recent[i : i + size] for i in range(0, len(recent), size)]
+    if digest not in others and config.result_progress:
+        state.progress(key, position)
+    kept = [digest, *(d for d in others if d != digest)][:RECENT_RESULTS]
+    state.results[key] = (b"".join(kept), 1)
 
 
 def _deny(state: AgentState, config: Config, kind: str, count: int, limit: int) -> Refusal:

@@ -1,5 +1,5 @@
-"""One agent's memory: the window of recent call keys, its call count, its budgets' counts
-and its refusals in a row."""
+"""One agent's memory: the window of recent call keys, its call count, its budgets' counts,
+its refusals in a row and, where results are observed, each key's last result digest."""
 
 from __future__ import annotations
 
@@ -16,22 +16,34 @@ else:  # the C type `collections` re-exports: the package costs a hook process a
     from _collections import deque
 
 FORMAT_VERSION = 1
+RESULT_DIGEST_SIZE = 8  # bytes of a result's digest (results.py)
+RECENT_RESULTS = 4  # distinct results remembered per key: one seen again is not progress
 
 
 class AgentState:
     """What the rules need about one agent, kept so that every step costs O(1).
 
     `counts` holds how often each key is in the window; `since` how often since the most
-    recent new call. Both can be rebuilt from `window` and `last_new`, which is all a
-    persistent store has to save (see `to_record`).
+    recent new call, or since the key's last progress (`restart`), whichever came later.
+    Both can be rebuilt from `window`, `last_new` and `restart`, which is all a persistent
+    store has to save (see `to_record`).
+
+    With results observed (`resultProgress`, `sameResultLimit`), `awaiting` holds the call
+    number of each key's latest copy whose result has not come back, and `results` each
+    key's last RECENT_RESULTS distinct result digests (newest first, joined) with how many
+    results in a row the newest was. Every key in them is in the window: they are as
+    bounded as it is.
     """
 
     __slots__ = (
+        "awaiting",
         "calls",
         "counts",
         "denials",
         "last_new",
         "reported",
+        "restart",
+        "results",
         "since",
         "spent",
         "updated",
@@ -48,6 +60,9 @@ class AgentState:
         self.spent: dict[str, int] = {}  # toolLimits pattern -> allowed calls it counted
         self.denials = 0  # guarded calls denied since the last allowed one
         self.updated = 0.0
+        self.awaiting: dict[bytes, int] = {}
+        self.results: dict[bytes, tuple[bytes, int]] = {}
+        self.restart: dict[bytes, int] = {}  # key -> call number its count restarts from
 
     def record(self, key: bytes, window: int) -> None:
         """Append an allowed call, evicting the oldest past `window`."""
@@ -58,21 +73,33 @@ class AgentState:
         self.counts[key] = self.counts.get(key, 0) + 1
         if is_new:
             self.since.clear()
+            self.restart.clear()  # all before the new call: it outranks them
             self.last_new = self.calls
             self.since[key] = 1
         else:
             self.since[key] = self.since.get(key, 0) + 1
         self.calls += 1
 
+    def progress(self, key: bytes, position: int) -> None:
+        """The copy of `key` made at call `position` returned something new: count its
+        copies from that one on, as a new call would (that copy was the latest)."""
+        if position >= self.last_new:
+            self.restart[key] = position
+            self.since[key] = 1
+
     def _evict(self) -> None:
         position = self.calls - len(self.window)
         old = self.window.popleft()
         _decrement(self.counts, old)
-        if position >= self.last_new:
+        if position >= self.last_new and position >= self.restart.get(old, -1):
             _decrement(self.since, old)
+        if old not in self.counts:  # out of the window: nothing left to compare with
+            self.awaiting.pop(old, None)
+            self.results.pop(old, None)
+            self.restart.pop(old, None)
 
     def to_record(self) -> dict[str, Any]:
-        return {
+        record = {
             "v": FORMAT_VERSION,
             "calls": self.calls,
             "last_new": self.last_new,
@@ -82,6 +109,14 @@ class AgentState:
             "budgets": self.spent,
             "denials": self.denials,
         }
+        # Written only where results are observed: every other record stays as it was.
+        if self.awaiting:
+            record["awaiting"] = {k.hex(): n for k, n in self.awaiting.items()}
+        if self.results:
+            record["results"] = {k.hex(): [d.hex(), n] for k, (d, n) in self.results.items()}
+        if self.restart:
+            record["restart"] = {k.hex(): n for k, n in self.restart.items()}
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> AgentState:
@@ -101,10 +136,17 @@ class AgentState:
         raw = bytes.fromhex(record["window"])
         keys = [raw[i : i + DIGEST_SIZE] for i in range(0, len(raw), DIGEST_SIZE)]
         state.window.extend(keys)
+        state.awaiting = {_key(k): int(n) for k, n in _mapping(record, "awaiting").items()}
+        state.restart = {_key(k): int(n) for k, n in _mapping(record, "restart").items()}
+        state.results = {
+            _key(k): (bytes.fromhex(d), int(n)) for k, (d, n) in _mapping(record, "results").items()
+        }
         first = state.calls - len(keys)
+        restart = state.restart
         for offset, key in enumerate(keys):
             state.counts[key] = state.counts.get(key, 0) + 1
-            if first + offset >= state.last_new:
+            position = first + offset
+            if position >= state.last_new and position >= restart.get(key, -1):
                 state.since[key] = state.since.get(key, 0) + 1
         return state
 
@@ -126,6 +168,20 @@ class AgentState:
 
     def touch(self) -> None:
         self.updated = time.time()
+
+
+def _mapping(record: dict[str, Any], name: str) -> dict[str, Any]:
+    value = record.get(name, {})
+    if not isinstance(value, dict):
+        raise ValueError(f"agent state {name} must be a mapping, got {value!r}")
+    return value
+
+
+def _key(text: str) -> bytes:
+    key = bytes.fromhex(text)
+    if len(key) != DIGEST_SIZE:
+        raise ValueError(f"agent state key of {len(key)} bytes")
+    return key
 
 
 def _decrement(counter: dict[bytes, int], key: bytes) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
 from support.scripted_server import ScriptedServer, ToolResult, tool_call
 
 if TYPE_CHECKING:
@@ -204,6 +205,11 @@ def check_wire_healthy(server: ScriptedServer, script: list[Call]) -> None:
 BOUND = 40
 UNBOUNDED = "the script's bound was reached"
 BUDGET = 12  # the web_search budget the budget scenario sets (tool_limits)
+# What the person is told when the looping model is stopped, and what the 13th search gets.
+STOP_REASON = DEFAULT_MESSAGES["stop"].format(tool="search", kind="duplicate", count=3, limit=3)
+BUDGET_TEXT = DEFAULT_MESSAGES["budget"].format(
+    tool="web_search", kind="budget", count=BUDGET, limit=BUDGET
+)
 DONE_SEARCHING = "done searching"
 
 

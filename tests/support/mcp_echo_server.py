@@ -1,8 +1,10 @@
 """An MCP server built with the official `mcp` SDK (`MCPServer`), which speaks both
 2025-11-25 (the `initialize` handshake) and 2026-07-28 (a `_meta` envelope on every
 request), over stdio, or Streamable HTTP with `--http PORT` (at /mcp): the relay's upstream
-for the 2026-07-28 tests, since server-everything speaks only 2025-11-25. `echo` counts its
-own runs in its answer."""
+for the 2026-07-28 tests, since server-everything speaks only 2025-11-25. `echo` answers the
+same to the same message and counts its runs, which `runs` tells; `progress` answers more
+every time (a moving result); `status` the same but for the clock time (a frozen one, as
+results.py normalizes it)."""
 
 from __future__ import annotations
 
@@ -10,14 +12,37 @@ from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("sdk-echo")
 runs = 0
+checks = 0
 
 
 @server.tool()
 def echo(message: str) -> str:
-    """Echo the message, with how many times this tool has run."""
+    """Echo the message."""
     global runs
     runs += 1
-    return f"run {runs}: {message}"
+    return f"echo: {message}"
+
+
+@server.tool(name="runs")
+def count_runs() -> str:
+    """How many times echo has run."""
+    return f"{runs} echo runs"
+
+
+@server.tool()
+def progress(job: str) -> str:
+    """A job that moves: each check finds it further on."""
+    global checks
+    checks += 1
+    return f"job {job}: {checks * 5}% done"
+
+
+@server.tool()
+def status(job: str) -> str:
+    """A job that never moves: only the time it was checked changes."""
+    from datetime import datetime, timezone
+
+    return f"job {job}: pending, checked at {datetime.now(timezone.utc).isoformat()}"
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 // person opens it: with the address `serve --http` printed. Usage:
 //   node page_check.mjs ORIGIN TOKEN PROFILE_DIR SCREENSHOT_WIDE SCREENSHOT_NARROW
 // It loads the page, makes hook requests itself (a new agent, then its denial, then a
-// quiet agent after it), waits for the page to show each, takes screenshots at 1400 and
-// 800 px wide (and measures the narrow one for boxes that overlap), clicks the looping
-// agent's reset button (accepting its confirmation), opens the page without the token,
-// and prints one JSON line of what it saw and how long each took. Every wait is bounded.
+// quiet agent after it, then one that loops until it is stopped), waits for the page to
+// show each, follows an incident's link to its agent, takes screenshots at 1400 and 800 px
+// wide (and measures the narrow one for boxes that overlap and ids that wrap), clicks the
+// looping agent's reset button (accepting its confirmation), shows the page with the guard
+// unreachable, opens it without the token, and prints one JSON line of what it saw and how
+// long each took. Every wait is bounded.
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -17,6 +19,7 @@ const { chromium } = require("playwright-core");
 const [origin, token, profile, screenshot, narrow] = process.argv.slice(2);
 const SESSION = "browser-session-1";
 const QUIET = "quiet-session-2";
+const STUCK = "stuck-session-3";  // refused 3 times in a row: stopped
 const WAIT = 10000;
 
 async function hook(command, session = SESSION) {
@@ -81,19 +84,33 @@ try {
   seen.denied = await hook("echo loop");
   await row.locator(".badge.denied").waitFor({ timeout: WAIT });
   seen.denialShownMs = Date.now() - started;
+  // The store holds the denial a moment before the guard's memory counts it: a poll in
+  // between shows the badge with 0 denials, until the next poll.
+  await page.waitForFunction((agent) => {
+    const cells = document.querySelectorAll(`tr.agent[data-agent="${agent}"] td.num`);
+    return cells.length === 3 && cells[2].textContent === "1";
+  }, SESSION, { timeout: WAIT });
   seen.denialCells = await row.locator("td.num").allTextContents();
   seen.quiet = await hook("ls", QUIET);  // more recent, but fine: listed after the loop
   await page.locator(`tr.agent[data-agent="${QUIET}"]`).waitFor({ timeout: WAIT });
+  for (let i = 0; i < 9; i++) await hook("echo stuck", STUCK);
+  await page.locator(`tr.agent[data-agent="${STUCK}"] .badge.stopped`).waitFor({ timeout: WAIT });
   seen.order = await page.locator("tr.agent").evaluateAll((rows) => rows.map((r) => r.dataset.agent));
-  seen.firstRepeat = await page.locator("tr.agent").first().locator("td.repeat").textContent();
+  seen.firstRepeat = await row.locator("td.repeat").textContent();
+  seen.lastCall = await row.locator("td").nth(7).textContent();
   seen.banner = await page.locator("#attention").textContent();
   seen.bannerShown = await page.locator("#attention").isVisible();
+  seen.bannerClass = await page.locator("#attention").getAttribute("class");
+  // An incident names its agent as a link: following it opens that agent's timeline.
+  await page.locator("#incidents a", { hasText: SESSION }).first().click();
+  await page.locator("#timeline-agent", { hasText: SESSION }).waitFor({ timeout: WAIT });
+  seen.incidentOpens = await page.locator("#timeline-agent").textContent();
   await row.click();
   await page.locator("#timeline .cell.deny").first().waitFor({ timeout: WAIT });
   seen.timelineCells = await page.locator("#timeline .cell").allTextContents();
   seen.next = await page.locator("#next").textContent();
   await page.locator("#incidents .kind").first().waitFor({ timeout: WAIT });
-  seen.incident = await page.locator("#incidents li").first().textContent();
+  seen.incident = await page.locator("#incidents li", { hasText: SESSION }).first().textContent();
   await page.screenshot({ path: screenshot, fullPage: true });
   await page.setViewportSize({ width: 800, height: 900 });
   await page.waitForTimeout(700);  // a poll or two at the new width
@@ -103,6 +120,9 @@ try {
     ...(await overlaps(page, "tr.agent:first-child > td")),
   ];
   seen.narrowWidth = await page.evaluate(() => document.documentElement.scrollWidth);
+  // An id is one line however narrow the page: it never wraps mid-word.
+  seen.idLines = await page.$$eval("tr.agent td.id > span:first-child",
+    (spans) => spans.map((s) => [s.textContent, s.getClientRects().length]));
   await page.screenshot({ path: narrow, fullPage: true });
   await page.setViewportSize({ width: 1400, height: 800 });
 
@@ -114,7 +134,11 @@ try {
   seen.timelineAfterReset = await page.locator("#timeline p").textContent();
   seen.afterReset = await hook("echo loop");
   seen.error = await page.locator("#error").textContent();
-  page.removeAllListeners("console");  // the browser logs the 401 it is meant to get
+  page.removeAllListeners("console");  // the browser logs the failures it is meant to get
+  await page.route("**/api/**", (route) => route.abort());  // as if the guard had gone
+  await page.locator("#error", { hasText: "guard not reachable" }).waitFor({ timeout: WAIT });
+  seen.unreachable = await page.locator("#error").textContent();
+  await page.unroute("**/api/**");
   const bare = await page.goto(origin + "/");
   seen.noToken = {
     status: bare.status(),

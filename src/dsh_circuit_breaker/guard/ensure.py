@@ -6,8 +6,9 @@ session (not per tool call), before the first prompt.
 Before the token goes anywhere, the client makes sure it talks to this user's guard:
 the listening socket must be this user's (/proc/net/tcp names its owner), and what
 answers must prove it holds the token without being sent it (`GET /proof?nonce=N`: an
-HMAC of the nonce and its port under the token). It exits 0, printing nothing, once the
-service answers `/healthz` with the token. Otherwise it says why on stderr and exits 1:
+HMAC of the nonce and its port under the token). It exits 0 once the service answers
+`/healthz` with the token, printing nothing unless stdout is a terminal (then the live
+page's address, with the token, to open). Otherwise it says why on stderr and exits 1:
 a port held by another user (named) or another program, a service with another token,
 or one that would not start (its log's last lines). The harness then refuses the
 session's prompts and tool calls (the HTTP hooks' `onFailure: block`), so nothing runs
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 import time
 from typing import Any
 
@@ -62,9 +64,21 @@ def ensure(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         return _say(str(exc), code=2)
     try:
-        return _ensure(args, origin, token)
+        code = _ensure(args, origin, token)
     except listener.NotOurs as exc:
         return _say(str(exc))
+    if code == 0 and sys.stdout.isatty():
+        _show_page(origin, token)
+    return code
+
+
+def _show_page(origin: str, token: str) -> None:
+    """The page's address, for a person who typed the command. Only on a terminal: run as
+    Claude Code's SessionStart hook, stdout would go into the model's context (the token
+    with it), so there it stays silent."""
+    from ..address import page_url
+
+    print(f"the guard answers on {origin}\n  the live page: {page_url(origin, token)}")
 
 
 def _ensure(args: argparse.Namespace, origin: str, token: str) -> int:

@@ -53,7 +53,7 @@ from urllib.parse import unquote, urlsplit
 
 from .._log import warn
 from .._version import __version__
-from ..address import is_loopback
+from ..address import PROBE, is_loopback
 from ..harnesses import HARNESSES
 from ..judge import MAX_EVENT_BYTES
 from ..stores import StoreUnavailable
@@ -399,7 +399,7 @@ class Routes:
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: bytes) -> Response:
         guard = self.guard
         if method == "POST" and path.startswith("/hook/"):
-            return self._hook(path[len("/hook/") :], body)
+            return self._hook(path[len("/hook/") :], body, _first(query, PROBE) is not None)
         if method == "GET" and path == "/":
             return self._page()
         if method == "GET" and path == "/healthz":
@@ -423,12 +423,12 @@ class Routes:
             return self._agent(method, path[len("/api/agents/") :])
         return json_response(404, {"error": f"no {method} {path}"})
 
-    def _hook(self, name: str, body: bytes) -> Response:
+    def _hook(self, name: str, body: bytes, probe: bool) -> Response:
         if name not in HARNESSES:
             return json_response(
                 404, {"error": f"unknown harness {name!r}; known: {list(HARNESSES)}"}
             )
-        answer = self.guard.hook(name, body)
+        answer = self.guard.hook(name, body, probe)
         if answer.warning:
             warn("dsh-circuit-breaker serve: %s", answer.warning)
         return Response(200, answer.body, "application/json" if answer.body else None)

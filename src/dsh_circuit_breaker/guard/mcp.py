@@ -5,7 +5,9 @@ The relay starts the server and passes every message both ways unchanged: reques
 responses, notifications, progress, cancellation, and the server's own requests to the
 client (sampling, elicitation, roots). It reads only what it must: each message from the
 client (to find `tools/call` and `initialize`), and the server's messages only while an
-`initialize` answer is awaited (to learn the negotiated version). A `tools/call` the
+`initialize` answer is awaited (to learn the negotiated version) or, with the config's
+`resultProgress` or `sameResultLimit`, an allowed call's result (to observe it: only its
+digest is kept, docs/results.md). A `tools/call` the
 breaker refuses never reaches the server; the client gets a normal result instead,
 `isError: true` with the breaker's text, in the negotiated version's shape (`refusal`).
 
@@ -44,6 +46,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import OrderedDict
 from typing import Any, NoReturn
 
 from ..cjson import loads
@@ -57,6 +60,9 @@ RESULT_TYPE_SINCE = "2026-07-28"
 # Conversation ids clients are known to send in a request's `_meta`.
 CONVERSATION_KEYS = ("sessionID",)  # OpenCode (and Kilo, its fork)
 MAX_KEY_PART = 200  # characters of a client's name or id kept in an agent key
+# Allowed calls whose result is awaited, per connection (the oldest forgotten past this:
+# a server that never answers must not grow the relay's memory).
+MAX_AWAITED = 256
 # A line up to this size is read whole and judged (the command hook's event limit);
 # a longer one is passed through in pieces of at most this size, unjudged.
 MAX_JUDGED_LINE = 16 * 1024 * 1024
@@ -122,6 +128,12 @@ class McpGuard:
         text, _ = judge(self._harness, call, self.config, self.breaker)
         return None if text is None else refusal(text, version)
 
+    def observe(self, agent: str, tool: str, arguments: Any, answer: dict[str, Any]) -> None:
+        """The server's answer (a JSON-RPC response) to an allowed `tools/call`."""
+        name = f"{self.server}/{tool}" if self.server else tool
+        arguments = {} if arguments is None else arguments
+        self._breaker.observe(agent, name, arguments, result_of(answer))
+
     def close(self) -> None:
         self._breaker.close()
 
@@ -136,6 +148,21 @@ class Connection:
         self.version: str | None = None
         self.id = secrets.token_hex(4)
         self.pending: set[Any] = set()  # ids of `initialize` requests not yet answered
+        # id of an allowed `tools/call` -> (agent, tool, arguments), till its result comes.
+        self.awaited: OrderedDict[Any, tuple[str, str, Any]] = OrderedDict()
+
+    @property
+    def listening(self) -> bool:
+        """Whether the server's next messages are worth parsing."""
+        return bool(self.pending or self.awaited)
+
+    def await_result(self, message: dict[str, Any], agent: str) -> None:
+        params = message["params"]
+        key = _hashable(message["id"])
+        self.awaited.pop(key, None)  # a reused id: the newer call is the one answered
+        self.awaited[key] = (agent, params["name"], params.get("arguments"))
+        while len(self.awaited) > MAX_AWAITED:
+            self.awaited.popitem(last=False)
 
     def initialize(self, message: dict[str, Any]) -> None:
         """A client's `initialize` request: a new connection, so a new agent."""
@@ -211,18 +238,42 @@ class Session:
         meta = params.get("_meta")
         meta = meta if isinstance(meta, dict) else {}
         connection = self.connection
+        agent = connection.agent(meta)
         result = self.guard.judge(
-            connection.agent(meta),
-            params["name"],
-            params.get("arguments"),
-            connection.version_of(meta),
+            agent, params["name"], params.get("arguments"), connection.version_of(meta)
         )
         if result is None:
+            if self.guard.config.observes_results:
+                connection.await_result(message, agent)
             return None
         return encode({"jsonrpc": "2.0", "id": message["id"], "result": result})
 
     def from_server(self, message: Any) -> None:
         self.connection.answered(message)
+        if not isinstance(message, dict) or "method" in message or not self.connection.awaited:
+            return
+        call = self.connection.awaited.pop(_hashable(message.get("id")), None)
+        if call is not None:
+            self.guard.observe(*call, message)
+
+
+def result_of(answer: dict[str, Any]) -> str:
+    """What a `tools/call` returned, as the rules compare it: the text of its content, one
+    part a line (a part that is not text, and `structuredContent`, as JSON), marked when
+    it is an error. Text, not JSON: normalizing masks times and counters line by line."""
+    from ..results import result_text
+
+    result = answer.get("result")
+    if not isinstance(result, dict):
+        return "JSON-RPC error: " + result_text(answer.get("error"))
+    lines = ["error:" if result.get("isError") else "ok:"]
+    content = result.get("content")
+    for part in content if isinstance(content, list) else ():
+        text = part.get("text") if isinstance(part, dict) and part.get("type") == "text" else None
+        lines.append(text if isinstance(text, str) else result_text(part))
+    if len(lines) == 1:
+        lines.append(result_text(result.get("structuredContent")))
+    return "\n".join(lines)
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -378,7 +429,7 @@ class StdioRelay:
         return None
 
     def _from_server(self, line: bytes) -> bytes:
-        if self.session.connection.pending:
+        if self.session.connection.listening:
             try:
                 self.session.from_server(_parsed(line))
             except Exception as exc:

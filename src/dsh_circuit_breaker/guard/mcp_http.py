@@ -32,6 +32,7 @@ import json
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -119,6 +120,13 @@ class HttpRelay:
             connection.version = header_version  # what the client says it speaks
         return Session(self.guard, connection).from_client(message)
 
+    def answering(self, message: Any, headers: dict[str, str]) -> Session | None:
+        """The session awaiting the result of `message`, an allowed `tools/call`, if any."""
+        if not isinstance(message, dict) or message.get("method") != "tools/call":
+            return None
+        connection = self.connection(headers.get("mcp-session-id"))
+        return Session(self.guard, connection) if connection.awaited else None
+
     def initialized(self, message: Any, session: str | None) -> None:
         """An `initialize` the server answered with session `session`: its client's name."""
         if not session or not isinstance(message, dict) or message.get("method") != "initialize":
@@ -193,12 +201,19 @@ class McpRoutes:
             if name.lower() not in DROPPED and name.lower() not in OURS
         )
         kind = answer.getheader("Content-Type")
+        session = relay.answering(message, request.headers)
         if answer.getheader("Content-Length") is not None:
             try:
-                return Response(answer.status, answer.read(), kind, extra=headers)
+                body = answer.read()
             finally:
                 upstream.close()
-        return Response(answer.status, b"", kind, extra=headers, chunks=_stream(upstream, answer))
+            if session is not None:
+                _shown(session, body)
+            return Response(answer.status, body, kind, extra=headers)
+        chunks = _stream(upstream, answer)
+        if session is not None:
+            chunks = _watched(session, chunks)
+        return Response(answer.status, b"", kind, extra=headers, chunks=chunks)
 
     def _upstream_headers(self, request: Request) -> dict[str, str]:
         token = self.server.token.decode()
@@ -222,6 +237,31 @@ def _stream(upstream: http.client.HTTPConnection, answer: http.client.HTTPRespon
             yield chunk
     finally:
         upstream.close()
+
+
+def _watched(session: Session, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """An SSE stream passed on as it comes, each `data:` line on it shown to `session`
+    until the results it awaits have come (the rest is not read)."""
+    held = bytearray()
+    for chunk in chunks:
+        yield chunk
+        if not session.connection.awaited:
+            continue
+        held += chunk
+        while (end := held.find(b"\n")) >= 0:
+            line = bytes(held[:end]).strip()
+            del held[: end + 1]
+            if line.startswith(b"data:"):
+                _shown(session, line[5:])
+        if len(held) > MAX_JUDGED_LINE:
+            held.clear()  # a message past the judged size: not ours to read
+
+
+def _shown(session: Session, data: bytes) -> None:
+    try:
+        session.from_server(_parsed(data))
+    except Exception as exc:  # fail open: the answer goes on unread
+        say(f"{type(exc).__name__}: {exc}; a result not observed")
 
 
 def _parsed(body: bytes | None) -> Any:

@@ -29,6 +29,7 @@ class Metrics:
         self.prompts: dict[str, int] = {}
         self.malformed: dict[str, int] = {}
         self.refused: dict[str, int] = {}
+        self.probes: dict[str, int] = {}
         self.resets = 0
         self.store_errors = 0
         self._buckets = [0] * len(BUCKETS)
@@ -53,7 +54,7 @@ class Metrics:
             self._observe(seconds)
 
     def count(self, table: str, key: str) -> None:
-        """One more in `malformed` (by harness) or `refused` (by reason)."""
+        """One more in `malformed` or `probes` (by harness), or `refused` (by reason)."""
         with self._lock:
             counter: dict[str, int] = getattr(self, table)
             counter[key] = counter.get(key, 0) + 1
@@ -115,6 +116,14 @@ class Metrics:
                 "counter",
                 "Hook events that could not be judged (allowed), by harness.",
                 (({"harness": h}, n) for h, n in sorted(self.malformed.items())),
+            )
+            _family(
+                out,
+                "probes_total",
+                "counter",
+                "Doctor's probe events, by harness: judged as any event, and counted here "
+                "instead of under decisions or prompts.",
+                (({"harness": h}, n) for h, n in sorted(self.probes.items())),
             )
             _family(
                 out,

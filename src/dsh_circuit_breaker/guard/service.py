@@ -16,6 +16,7 @@ agent's harness, recent calls and denials, as this service saw them).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -135,9 +136,11 @@ class Guard:
         self.store.close()
 
     # -- hook events ---------------------------------------------------------------------
-    def hook(self, name: str, body: bytes) -> Answer:
+    def hook(self, name: str, body: bytes, probe: bool = False) -> Answer:
         """Judge one event of harness `name` (already known to exist): the bytes the
-        command hook would print. Anything malformed, and any error of our own, allows."""
+        command hook would print. Anything malformed, and any error of our own, allows.
+        A `probe` (doctor's) is judged the same way, over the same store, but counted
+        apart and forgotten: it is no agent's work, for the metrics or the page."""
         harness = self.harnesses.get(name)
         module, config = harness.module, harness.config
         started = time.perf_counter()
@@ -156,7 +159,11 @@ class Guard:
             self.metrics.count("malformed", name)
             return Answer(b"", f"{name}: {type(exc).__name__}: {exc}; call allowed")
         seconds = time.perf_counter() - started
-        if isinstance(what, Call):
+        if probe:
+            self.metrics.count("probes", name)
+            with contextlib.suppress(StoreUnavailable):  # the answer is what doctor checks
+                self.store.reset(what.agent)
+        elif isinstance(what, Call):
             if decision is not None:
                 self.metrics.decision(name, decision.kind, seconds, decision.stop)
                 self._saw(name, what, decision)

@@ -172,6 +172,7 @@ def _probe(report: _doctor.Report, harness: Any, url: str, token: str) -> None:
     import uuid
 
     from .. import listener
+    from ..address import probe_url
 
     parts = urllib.parse.urlsplit(url)
     try:  # the token and the probe go only to our own guard
@@ -184,7 +185,7 @@ def _probe(report: _doctor.Report, harness: Any, url: str, token: str) -> None:
     for event in harness.probe_events(session):
         name = event.get("hook_event_name") or "probe"
         request = urllib.request.Request(
-            url,
+            probe_url(url),
             data=json.dumps(event).encode(),
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
         )

@@ -17,9 +17,15 @@ from typing import Any
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ..keys import call_key
+from ..results import result_digest
 from .model import Call, Transcript
 
 TIMELINE_LIMIT = 10_000  # points kept per run for the HTML picture
+
+
+# One call on the replay page's timeline: its number, time, copies of it so far, tool,
+# 1 if denied, and its name as the reports give it (`describe`).
+Point = tuple[int, float | None, int, str, int, str]
 
 
 def describe(tool: str, arguments: Any, key: bytes, show_args: bool) -> str:
@@ -175,9 +181,15 @@ class AgentRun:
     names: dict[bytes, str] = field(default_factory=dict)
     streak: tuple[int, int, bytes | None] = (0, 0, None)  # length, first call number, key
     tracks: list[Denials] = field(default_factory=list)
-    timeline: list[tuple[int, float | None, int, str, int]] = field(default_factory=list)
+    timeline: list[Point] = field(default_factory=list)
     timeline_cut: bool = False
+    # With `track_results`: whether the longest streak's recorded results moved (a poll
+    # at work, not a loop), as results.py compares them.
+    track_results: bool = False
+    streak_moved: bool = False
     _run: tuple[int, int, bytes | None] = (0, 0, None)
+    _run_moved: bool = False
+    _last_result: bytes | None = None
 
     def add(self, call: Call, key: bytes, decisions: list[Decision]) -> None:
         self.calls += 1
@@ -194,17 +206,27 @@ class AgentRun:
             self.names[key] = describe(call.tool, call.arguments, key, self.show_args)
         length, begin, last = self._run
         self._run = (length + 1, begin, key) if last == key else (1, number, key)
+        if self.track_results:
+            self._follow_result(call, last == key)
         if self._run[0] > self.streak[0]:
-            self.streak = self._run
+            self.streak, self.streak_moved = self._run, self._run_moved
         start = self.transcript.start
         for track, decision in zip(self.tracks, decisions, strict=True):
             track.add(number, call, decision, self.names[key], start)
         if self.keep_timeline:
             if len(self.timeline) < TIMELINE_LIMIT:
                 denied = 0 if not decisions or decisions[0].allowed else 1
-                self.timeline.append((number, call.time, seen, call.tool, denied))
+                self.timeline.append((number, call.time, seen, call.tool, denied, self.names[key]))
             else:
                 self.timeline_cut = True
+
+    def _follow_result(self, call: Call, same_call: bool) -> None:
+        digest = call.digest
+        if not same_call:
+            self._run_moved = False
+        elif digest is not None and self._last_result not in (None, digest):
+            self._run_moved = True
+        self._last_result = digest
 
     def finish(self) -> None:
         for track in self.tracks:
@@ -263,6 +285,7 @@ def runs_of(
     stats_config: Config | None = None,
     show_args: bool = False,
     keep_timeline: bool = False,
+    track_results: bool = False,
 ) -> Iterator[AgentRun]:
     """Every agent of every transcript, with one `Denials` track per config in `configs`
     (none: analyze only), or per config `configs(format)` gives for the transcript's format
@@ -274,6 +297,7 @@ def runs_of(
     for transcript in transcripts:
         configs_here = configs(transcript.format) if callable(configs) else configs
         breakers = [CircuitBreaker(config) for config in configs_here]
+        observing = any(config.observes_results for config in configs_here)
         agents: dict[str, AgentRun] = {}
         try:
             for call in transcript.calls():
@@ -285,8 +309,12 @@ def runs_of(
                         show_args,
                         keep_timeline,
                         tracks=[Denials() for _ in configs_here],
+                        track_results=track_results,
                     )
                 decisions = [b.check(call.agent, call.tool, call.arguments) for b in breakers]
+                if call.result is not None and (track_results or observing):
+                    call.digest = result_digest(call.result)
+                    _observe(breakers, decisions, call)
                 run.add(call, stats_key(call, ignore), decisions)
         finally:
             for breaker in breakers:
@@ -302,6 +330,15 @@ def runs_of(
         for run in agents.values():
             run.finish()
             yield run
+
+
+def _observe(breakers: list[CircuitBreaker], decisions: list[Decision], call: Call) -> None:
+    """The call's recorded result, for each breaker that would have let it run (one that
+    refused it never saw a result)."""
+    assert call.digest is not None
+    for breaker, decision in zip(breakers, decisions, strict=True):
+        if decision.allowed:
+            breaker.observe_digest(call.agent, call.tool, call.arguments, call.digest)
 
 
 @dataclass

@@ -6,6 +6,11 @@ Every run is replayed through the real breaker once per config: the current one 
 a loop is *stopped* when the breaker denies a call inside that streak. A denied run with
 no such streak is listed as a possible false positive, for a person to look at.
 
+A third set replays the current config with results observed (resultProgress, and
+sameResultLimit from --same-result-limits: docs/results.md) beside it, and says whether the
+transcripts favour it. Loops whose recorded results moved (a poll at work) are
+counted apart: refusing them is what resultProgress is for.
+
 A second grid, over stopAfterDenials (--stop-after) and the budgets given with --tool-limit,
 each on top of the current config, shows the stops: a loop is *ended* when the stop falls
 inside its streak; a run stopped anywhere else is listed as a possible false stop. A stop
@@ -25,6 +30,7 @@ from typing import Any
 from ..config import Config, ConfigError
 from ..display import plural
 from ..usage import int_in
+from . import recommend
 from .analysis import AgentRun, StopTotals
 from .command import Command, runner
 from .model import Problems, Writer
@@ -104,6 +110,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a run loops when one identical call runs N times back to back (default 8)",
     )
     parser.add_argument(
+        "--same-result-limits",
+        type=_ints,
+        default=[8, 12],
+        metavar="N,N",
+        help="sameResultLimit values to try with resultProgress, over the current config "
+        "(the results comparison; each at least 2)",
+    )
+    parser.add_argument(
         "--runs", action="store_true", help="with --json: also list every run's figures"
     )
     refuse_option(parser, "--html", "replay")
@@ -120,6 +134,8 @@ class Outcome:
     time_saved: float = 0.0
     loops: int = 0
     loops_stopped: int = 0
+    moving_loops: int = 0  # loops whose recorded results moved
+    moving_loops_stopped: int = 0
     stop_after: Counter[int] = field(default_factory=Counter)  # calls from a loop's start
     loop_calls_saved: int = 0
     non_loop_denied: int = 0
@@ -156,6 +172,9 @@ class Outcome:
                 "stopped_at_call": stopped,
                 "stopped_after": None if stopped is None else stopped - loop[0] + 1,
             }
+            if run.streak_moved:
+                self.moving_loops += 1
+                self.moving_loops_stopped += stopped is not None
             if stopped is not None:
                 self.loops_stopped += 1
                 fmt["loops_stopped"] += 1
@@ -207,6 +226,9 @@ class Outcome:
     def median_stop(self) -> int | None:
         return _median(self.stop_after)
 
+    def median_stop_at(self) -> int | None:
+        return _median(self.stop_at)
+
     def to_json(self, detail: bool) -> dict[str, Any]:
         out: dict[str, Any] = {
             "config": config_summary(self.config),
@@ -217,6 +239,8 @@ class Outcome:
             "time_saved_s": round(self.time_saved, 3),
             "loops": self.loops,
             "loops_stopped": self.loops_stopped,
+            "moving_loops": self.moving_loops,
+            "moving_loops_stopped": self.moving_loops_stopped,
             "stop_after_median": self.median_stop(),
             "stop_after_max": max(self.stop_after) if self.stop_after else None,
             "loop_calls_saved": self.loop_calls_saved,
@@ -224,7 +248,7 @@ class Outcome:
             "by_format": {k: dict(v) for k, v in sorted(self.by_format.items())},
             **self.stops.to_json(),
             "loops_ended_by_stop": self.loops_ended,
-            "stop_at_median": _median(self.stop_at),
+            "stop_at_median": self.median_stop_at(),
             "stop_at_max": max(self.stop_at) if self.stop_at else None,
             "non_loop_runs_stopped": self.non_loop_stopped_count,
         }
@@ -269,6 +293,23 @@ def grid(current: Config, limits: list[int], windows: list[int]) -> list[Config]
     return configs
 
 
+def results_grid(current: Config, same_limits: list[int]) -> list[Config]:
+    """The current config judged by calls alone (today's rule), with resultProgress alone,
+    then with each sameResultLimit (a value below 2 is skipped: not one anyone can use);
+    the current config itself left out (the first grid has it)."""
+    configs = [current.replace(result_progress=False, same_result_limit=0)]
+    configs.append(current.replace(result_progress=True, same_result_limit=0))
+    configs += [
+        current.replace(result_progress=True, same_result_limit=n) for n in same_limits if n >= 2
+    ]
+    seen, kept = {_key(current)}, []
+    for config in configs:
+        if _key(config) not in seen:
+            seen.add(_key(config))
+            kept.append(config)
+    return kept
+
+
 def stop_grid(
     current: Config, stops: list[int], budgets: list[tuple[str, list[int]]]
 ) -> list[Config]:
@@ -294,7 +335,7 @@ COLUMNS = [
     ("DENIED RUNS", 11, ">"),
     ("NO-LOOP DENIED", 14, ">"),
     ("LOOPS STOPPED", 13, ">"),
-    ("STOP AFTER", 10, ">"),
+    ("STOP AFTER", 12, ">"),
     ("CALLS DENIED", 12, ">"),
     ("TIME SAVED", 10, ">"),
 ]
@@ -303,7 +344,7 @@ STOP_COLUMNS = [
     ("STOPPED RUNS", 12, ">"),
     ("NO-LOOP STOPPED", 15, ">"),
     ("LOOPS ENDED", 11, ">"),
-    ("STOP AT", 7, ">"),
+    ("STOP AT", 12, ">"),
     ("CALLS SAVED", 11, ">"),
     ("TIME SAVED", 10, ">"),
 ]
@@ -318,13 +359,18 @@ class Calibrate(Command):
         self.show_args = False
         self.grids: dict[str, list[Config]] = {}
         self.progress = Progress("calibrate", sys.stderr)
+        self.track_results = True
         self.outcomes = [Outcome(config) for config in self.both_grids(self.config)]
         self.first = len(grid(self.config, args.limits, args.windows))  # the stop grid's start
+        # The results set's start, at the end: the stop grid ends there.
+        self.results = len(self.outcomes) - len(results_grid(self.config, args.same_result_limits))
 
     def both_grids(self, config: Config) -> list[Config]:
         args = self.args
-        return grid(config, args.limits, args.windows) + stop_grid(
-            config, args.stop_after, args.tool_limit
+        return (
+            grid(config, args.limits, args.windows)
+            + stop_grid(config, args.stop_after, args.tool_limit)
+            + results_grid(config, args.same_result_limits)
         )
 
     def configs_for(self, fmt: str) -> list[Config]:
@@ -361,12 +407,22 @@ class Calibrate(Command):
         return {
             "current": outcomes[0].to_json(detail=True),
             "grid": [o.to_json(detail=False) for o in outcomes[1:first]],
-            "stop_grid": [o.to_json(detail=True) for o in outcomes[first:]],
+            "stop_grid": [o.to_json(detail=True) for o in outcomes[first : self.results]],
+            "results": [o.to_json(detail=True) for o in outcomes[self.results :]],
+            "recommendation": self.recommendation(),
         }
+
+    def recommendation(self) -> list[str]:
+        """The rule and the stop the runs favour (recommend.py), one line each."""
+        outcomes, first = self.outcomes, self.first
+        rules, stops = outcomes[:first], [outcomes[0], *outcomes[first : self.results]]
+        return [recommend.duplicate_rule(list(rules)), recommend.stop(list(stops))]
 
     def summary(self, problems: Problems) -> None:
         _print(self.outcomes[: self.first], self.args.loop_streak)
-        _print_stops([self.outcomes[0], *self.outcomes[self.first :]])
+        _print_stops([self.outcomes[0], *self.outcomes[self.first : self.results]])
+        _print_results(self.outcomes[0], self.outcomes[self.results :])
+        print("\n" + "\n".join(self.recommendation()))
         if problems.count:
             print(f"\n{skipped(problems.count)} (listed on stderr)")
 
@@ -395,16 +451,17 @@ def _print(outcomes: list[Outcome], streak: int) -> None:
                 str(c.reset_on_new_call).lower(),
                 f"{outcome.runs_with_denial}",
                 f"{outcome.non_loop_denied}",
-                f"{outcome.loops_stopped}/{outcome.loops}",
-                "-" if median is None else f"{median}/{worst}",
+                f"{outcome.loops_stopped} of {outcome.loops}",
+                "-" if median is None else f"{median} (max {worst})",
                 str(outcome.denied),
                 seconds(outcome.time_saved if outcome.denied else None),
             ]
         )
     print(
         "\nNO-LOOP DENIED: runs denied a call without any back-to-back loop (possible false "
-        "positives; --json lists them). STOP AFTER: calls from a loop's start to its first "
-        "denial, median/max."
+        "positives; --json lists them). LOOPS STOPPED: loops with a denial inside them, of all "
+        "loops. STOP AFTER: calls from a loop's start to its first denial, the median (and the "
+        "most)."
     )
     formats = sorted({f for o in outcomes for f in o.by_format})
     if len(formats) > 1:
@@ -412,7 +469,7 @@ def _print(outcomes: list[Outcome], streak: int) -> None:
         for outcome in outcomes:
             c = outcome.config
             parts = [
-                f"{f} {outcome.by_format[f]['non_loop_denied']}/{outcome.by_format[f]['runs']}"
+                f"{f} {outcome.by_format[f]['non_loop_denied']} of {outcome.by_format[f]['runs']}"
                 for f in formats
                 if f in outcome.by_format
             ]
@@ -433,13 +490,13 @@ def _print_stops(outcomes: list[Outcome]) -> None:
     table = Table(sys.stdout, STOP_COLUMNS + BUDGET_COLUMNS if budgets else STOP_COLUMNS)
     for outcome in outcomes:
         stops = outcome.stops
-        median = _median(outcome.stop_at)
+        median = outcome.median_stop_at()
         cells = [
             str(outcome.config.stop_after_denials),
             str(stops.runs_stopped),
             str(outcome.non_loop_stopped_count),
-            f"{outcome.loops_ended}/{outcome.loops}",
-            "-" if median is None else f"{median}/{max(outcome.stop_at)}",
+            f"{outcome.loops_ended} of {outcome.loops}",
+            "-" if median is None else f"{median} (max {max(outcome.stop_at)})",
             str(stops.calls_saved),
             seconds(stops.time_saved if stops.timed else None),
         ]
@@ -450,8 +507,104 @@ def _print_stops(outcomes: list[Outcome]) -> None:
         table.row(cells)
     print(
         "\nNO-LOOP STOPPED: runs stopped outside a back-to-back loop (possible false stops; "
-        "--json lists them). LOOPS ENDED: loops with the stop inside them. STOP AT: calls from "
-        "a loop's start to the stop, median/max. CALLS SAVED: calls the agents made after the "
-        "stop; TIME SAVED: from the stop to the agent's last call."
+        "--json lists them). LOOPS ENDED: loops with the stop inside them, of all loops. "
+        "STOP AT: calls from a loop's start to the stop, the median (and the most). "
+        "CALLS SAVED: calls the agents made after the stop; TIME SAVED: from the stop to the "
+        "agent's last call."
         + (" BUDGET RUNS: runs with a call refused by a budget." if budgets else "")
+    )
+
+
+RESULT_COLUMNS = [
+    ("RESULTS", 34, "<"),
+    ("DENIED RUNS", 11, ">"),
+    ("NO-LOOP DENIED", 14, ">"),
+    ("LOOPS STOPPED", 13, ">"),
+    ("MOVING", 6, ">"),
+    ("STOP AFTER", 10, ">"),
+    ("CALLS DENIED", 12, ">"),
+]
+
+
+def _results_name(config: Config) -> str:
+    if not config.observes_results:
+        return "off (calls alone)"
+    name = "resultProgress" if config.result_progress else "results"
+    return name + (
+        f", sameResultLimit {config.same_result_limit}" if config.same_result_limit else ""
+    )
+
+
+def _print_results(current: Outcome, others: list[Outcome]) -> None:
+    """The current config judged by calls alone beside it with results observed, and
+    which the transcripts favour."""
+    rows = [current, *others]
+    off = next((o for o in rows if not o.config.observes_results), None)
+    if off is None:
+        return
+    print("\nResults as progress (docs/results.md), over the current config (first row).\n")
+    table = Table(sys.stdout, RESULT_COLUMNS)
+    for outcome in rows:
+        median = outcome.median_stop()
+        table.row(
+            [
+                _results_name(outcome.config),
+                str(outcome.runs_with_denial),
+                str(outcome.non_loop_denied),
+                f"{outcome.loops_stopped} of {outcome.loops}",
+                f"{outcome.moving_loops_stopped} of {outcome.moving_loops}",
+                "-" if median is None else f"median {median}",
+                str(outcome.denied),
+            ]
+        )
+    print(
+        "\nMOVING: loops whose recorded results moved (a poll at work), of them "
+        "stopped. A transcript without results gives the same figures on every row."
+    )
+    print(results_verdict(off, [o for o in rows if o.config.observes_results]))
+
+
+def results_verdict(current: Outcome, with_results: list[Outcome]) -> str:
+    """One line: the results setting the transcripts favour over `current` (the calls
+    alone), if any. It must deny no more
+    runs outside loops and stop as many real (not moving) loops; then fewer false denials,
+    fewer moving polls refused, or more loops stopped decide."""
+
+    def real_stopped(o: Outcome) -> int:
+        return o.loops_stopped - o.moving_loops_stopped
+
+    better = [
+        o
+        for o in with_results
+        if o.non_loop_denied <= current.non_loop_denied
+        and real_stopped(o) >= real_stopped(current)
+        and (
+            o.non_loop_denied < current.non_loop_denied
+            or o.moving_loops_stopped < current.moving_loops_stopped
+            or real_stopped(o) > real_stopped(current)
+        )
+    ]
+    if not better:
+        same = all(
+            (o.runs_with_denial, o.denied) == (current.runs_with_denial, current.denied)
+            for o in with_results
+        )
+        if same:
+            return (
+                "Verdict: results change nothing on these transcripts (none recorded, or "
+                "none that moved)."
+            )
+        return (
+            "Verdict: these transcripts do not favour observing results: set "
+            "resultProgress = false and sameResultLimit = 0."
+        )
+    best = max(better, key=lambda o: (real_stopped(o), -o.non_loop_denied, -o.moving_loops_stopped))
+    c = best.config
+    keys = "resultProgress = true" + (
+        f", sameResultLimit = {c.same_result_limit}" if c.same_result_limit else ""
+    )
+    return (
+        f"Verdict: these transcripts favour {keys}: {best.non_loop_denied} runs denied outside a "
+        f"loop (against {current.non_loop_denied}), {real_stopped(best)} loops stopped whose "
+        f"results did not move (against {real_stopped(current)})."
     )

@@ -233,7 +233,6 @@ class _HtmlCollector:
         tools: Counter[str] = Counter(p[3] for p in run.timeline)
         track = run.tracks[0]
         return RunPicture(
-            label=run.transcript.label,
             row=row,
             points=run.timeline,
             cut=run.timeline_cut,

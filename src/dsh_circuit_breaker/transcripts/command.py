@@ -31,6 +31,7 @@ class Command:
         self.config = configs.default
         self.show_args: bool = args.show_args
         self.keep_timeline = False
+        self.track_results = False  # whether a loop's results moved (calibrate)
 
     def ready(self) -> bool:
         """Whatever else must hold before the work (a file it will write)."""
@@ -100,6 +101,7 @@ def runner(command: type[Command]) -> Callable[[argparse.Namespace], int]:
             stats_config=this.config,
             show_args=this.show_args,
             keep_timeline=this.keep_timeline,
+            track_results=this.track_results,
         )
         try:
             for agent_run in runs:

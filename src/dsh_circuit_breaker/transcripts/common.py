@@ -123,11 +123,12 @@ class Pending:
             yield self._pop()
         yield from self.ready()
 
-    def resolve(self, call_id: Any, failed: bool) -> Iterator[Call]:
+    def resolve(self, call_id: Any, failed: bool, result: Any = None) -> Iterator[Call]:
         if isinstance(call_id, str):
             call = self._open.pop(call_id, None)
             if call is not None:
                 call.failed = failed
+                call.result = text_of(result)
         yield from self.ready()
 
     def ready(self) -> Iterator[Call]:

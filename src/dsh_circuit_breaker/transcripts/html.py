@@ -10,11 +10,13 @@ after the stop, which a stop saves, are shaded.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
 from ..display import plural
+from .analysis import Point
 from .options import seconds
 
 PALETTE = (
@@ -36,9 +38,8 @@ LEFT, RIGHT, TOP, BOTTOM = 46, 14, 14, 34
 
 @dataclass
 class RunPicture:
-    label: str
     row: dict[str, Any]
-    points: list[tuple[int, float | None, int, str, int]]
+    points: list[Point]
     cut: bool
     start: float | None
     limit: int
@@ -75,7 +76,7 @@ def timeline_svg(pic: RunPicture) -> str:
     order = {tool: i for i, tool in enumerate(sorted(pic.tools, key=lambda t: -pic.tools[t]))}
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
-        f'role="img" aria-label="timeline of {escape(pic.label)}">',
+        f'role="img" aria-label="timeline of {escape(run_name(pic.row)[1])}">',
         f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" class="plot"/>',
     ]
     # Axes: y = copies of this identical call so far, x = time or call number.
@@ -124,14 +125,15 @@ def timeline_svg(pic: RunPicture) -> str:
             else:
                 out.append(_text(x + 3, y, text, "tick", "start"))
     titles = len(points) <= 3000
-    for x, (number, _, copies, tool, denied) in zip(xs, points, strict=True):
+    for x, (number, _, copies, tool, denied, name) in zip(xs, points, strict=True):
         cx, cy = sx(x), sy(copies)
         after = ' opacity=".45"' if pic.stop is not None and number > pic.stop else ""
         tip = ""
         if titles:
             verdict = " DENIED" if denied else ""
             verdict += " STOP" if number == pic.stop else " (after the stop)" if after else ""
-            tip = f"<title>#{number} {escape(tool)} (made {copies}x){verdict}</title>"
+            # The call as the tables name it: with --show-args, its arguments' preview.
+            tip = f"<title>#{number} {escape(name)} (made {copies}x){verdict}</title>"
         if denied:
             d = 3.2
             cross = f"M{cx - d:.1f} {cy - d:.1f}L{cx + d:.1f} {cy + d:.1f}"
@@ -204,6 +206,8 @@ th:first-child,td:first-child{text-align:left} tr.hit td{background:#fff3f2}
 .legend i{display:inline-block;width:9px;height:9px;border-radius:50%;margin-right:4px}
 details{margin-top:28px} summary{cursor:pointer;font-weight:600}
 .note,.empty{color:#888;font-size:12px} .cfg{font-family:ui-monospace,monospace;font-size:12px}
+p.file{color:#666;font-size:12px;margin:28px 0 -20px;font-family:ui-monospace,monospace}
+tr.file td{color:#666;font-size:12px;font-family:ui-monospace,monospace;padding-top:8px}
 """
 
 
@@ -244,8 +248,8 @@ def page(
     if hits:
         table.append("<h2>Runs with a denial, most calls denied first</h2>" + _table(hits, anchors))
     hit_pictures = sorted((p for p in pictures if p.row.get("first_denial")), key=_row_of)
-    quiet = [_section(p, anchors) for p in pictures if not p.row.get("first_denial")]
-    sections = [_section(p, anchors) for p in hit_pictures]
+    quiet = _sections([p for p in pictures if not p.row.get("first_denial")], anchors)
+    sections = _sections(hit_pictures, anchors)
     if quiet:
         sections.append(
             f"<details><summary>{plural(len(quiet), 'run')} with nothing denied</summary>"
@@ -288,6 +292,28 @@ def _row_of(pic: RunPicture) -> tuple[int, str, str]:
     return most_denied(pic.row)
 
 
+def run_name(row: dict[str, Any]) -> tuple[str, str]:
+    """(file, name): a run of a file that holds several (`results.json task 10 trial 0`) is
+    named by what tells it apart (`task 10 trial 0`), its file said once above it; a run
+    that is a whole file keeps the file's name (file "")."""
+    file = os.path.basename(str(row.get("source") or ""))
+    label = str(row["run"])
+    if file and label.startswith(file + " "):
+        return file, label[len(file) + 1 :]
+    return "", label
+
+
+def _sections(pictures: list[RunPicture], anchors: dict[int, str]) -> list[str]:
+    out, last = [], ""
+    for pic in pictures:
+        file, _ = run_name(pic.row)
+        if file and file != last:
+            out.append(f'<p class="file">runs in {escape(file)}</p>')
+        last = file
+        out.append(_section(pic, anchors))
+    return out
+
+
 def _section(pic: RunPicture, anchors: dict[int, str]) -> str:
     row = pic.row
     first = row.get("first_denial")
@@ -311,7 +337,7 @@ def _section(pic: RunPicture, anchors: dict[int, str]) -> str:
             f"{plural(stop['calls_saved'], 'call')} made after it"
             f"{_saved(stop['time_saved_s'], ' and')}"
         )
-    heading = f'<h2 id="{anchors[id(row)]}">{escape(pic.label)}{_agent(row)}</h2>'
+    heading = f'<h2 id="{anchors[id(row)]}">{escape(run_name(row)[1])}{_agent(row)}</h2>'
     return f'{heading}<p class="facts">{facts}</p>{timeline_svg(pic)}'
 
 
@@ -322,10 +348,15 @@ def _table(rows: list[dict[str, Any]], anchors: dict[int, str]) -> str:
         "<th>kind</th><th>time saved</th><th>stop</th><th>calls after it</th>"
         "<th>their time</th></tr>"
     ]
+    last = ""
     for row in rows:
         first, stop = row.get("first_denial"), row.get("stop")
         cls = ' class="hit"' if first else ""
-        name = escape(row["run"])
+        file, name = run_name(row)
+        if file and file != last:
+            out.append(f'<tr class="file"><td colspan="9">{escape(file)}</td></tr>')
+        last = file
+        name = escape(name)
         if id(row) in anchors:
             name = f'<a href="#{anchors[id(row)]}">{name}</a>'
         out.append(

@@ -14,7 +14,8 @@ class Call:
 
     `arguments` is what the breaker would have been given: usually the parsed JSON object,
     or the raw string when the model's JSON did not parse. `failed` is None where the
-    transcript does not say (the call's result was never recorded).
+    transcript does not say (the call's result was never recorded); `result` is then None
+    too, and otherwise the result's text, which replay hands to `CircuitBreaker.observe`.
     """
 
     agent: str
@@ -23,6 +24,8 @@ class Call:
     time: float | None = None  # seconds since the epoch
     failed: bool | None = None
     call_id: str | None = None
+    result: str | None = None
+    digest: bytes | None = None  # the result's, once replay has made it (results.py)
 
 
 @dataclass

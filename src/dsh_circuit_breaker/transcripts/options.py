@@ -231,14 +231,17 @@ def cut(text: str, width: int) -> str:
 
 
 def config_summary(config: Config) -> dict[str, Any]:
-    return {
+    summary: dict[str, Any] = {
         "duplicateLimit": config.duplicate_limit,
         "window": config.window,
         "resetOnNewCall": config.reset_on_new_call,
         "maxCallsPerAgent": config.max_calls_per_agent,
         "stopAfterDenials": config.stop_after_denials,
-        BUDGETS: dict(config.tool_limits),
     }
+    summary["resultProgress"] = config.result_progress
+    summary["sameResultLimit"] = config.same_result_limit
+    summary[BUDGETS] = dict(config.tool_limits)
+    return summary
 
 
 def config_text(config: Config) -> str:

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from ..head import Head
 from ..model import Problems, Transcript
-from . import claude_code, dsh, mini_swe, openai_chat, tau2
+from . import claude_code, dsh, mini_swe, tau2, tau_bench
 
 
 class Format(Protocol):
@@ -34,5 +34,5 @@ class Format(Protocol):
 
 
 # In the order detection asks them: a format whose documents may also hold another's
-# markers comes after it (a mini-swe-agent trajectory has `messages`, as openai's do).
-FORMATS: tuple[Format, ...] = (dsh, claude_code, tau2, mini_swe, openai_chat)
+# markers comes after it (a mini-swe-agent trajectory has `messages`, as tau-bench's may).
+FORMATS: tuple[Format, ...] = (dsh, claude_code, tau2, mini_swe, tau_bench)

@@ -86,6 +86,7 @@ def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
             for block in content:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     failed = bool(block.get("is_error"))
-                    yield from pending.resolve(block.get("tool_use_id"), failed)
+                    result = block.get("content")
+                    yield from pending.resolve(block.get("tool_use_id"), failed, result)
     yield from pending.drain()
     t.meta["agents"] = len(agents)

@@ -79,16 +79,16 @@ def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
             call = new_call(agent, data["name"], data.get("arguments"), when, call_id)
             yield from pending.add(call)
         elif kind == "tool/result" and isinstance(data, dict):
-            for call_id, failed in _outcomes(data):
-                yield from pending.resolve(call_id, failed)
+            for call_id, failed, result in _outcomes(data):
+                yield from pending.resolve(call_id, failed, result)
     yield from pending.drain()
 
 
-def _outcomes(data: dict[str, Any]) -> Iterator[tuple[Any, bool]]:
-    """(call id, failed) for each call a tool/result event answers. Two shapes are in use:
-    the fixtures' `message.content[]` parts of type `tool-result` carrying `toolCallId` and
-    `isError`, and DSH 0.2.1's v4 log, where the `role: "tool"` message itself carries
-    `toolCallId` and `isError` (and `source.callId`)."""
+def _outcomes(data: dict[str, Any]) -> Iterator[tuple[Any, bool, Any]]:
+    """(call id, failed, result content) for each call a tool/result event answers. Two
+    shapes are in use: the fixtures' `message.content[]` parts of type `tool-result`
+    carrying `toolCallId` and `isError`, and DSH 0.2.1's v4 log, where the `role: "tool"`
+    message itself carries `toolCallId` and `isError` (and `source.callId`)."""
     message = data.get("message")
     errored = data.get("error") is not None
     if not isinstance(message, dict):
@@ -97,11 +97,12 @@ def _outcomes(data: dict[str, Any]) -> Iterator[tuple[Any, bool]]:
     for part in message.get("content") or ():
         if isinstance(part, dict) and part.get("type") == "tool-result":
             found = True
-            yield part.get("toolCallId"), bool(part.get("isError")) or errored
+            failed = bool(part.get("isError")) or errored
+            yield part.get("toolCallId"), failed, part.get("content")
     if found:
         return
     call_id = message.get("toolCallId")
     source = message.get("source")
     if call_id is None and isinstance(source, dict):
         call_id = source.get("callId")
-    yield call_id, bool(message.get("isError")) or errored
+    yield call_id, bool(message.get("isError")) or errored, message.get("content")

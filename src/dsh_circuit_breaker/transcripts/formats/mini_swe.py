@@ -71,7 +71,8 @@ def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
                             if action is not None:
                                 waiting = Call(agent, "bash", {"command": action}, when)
                         elif role == "user" and waiting is not None:
-                            waiting.failed = _failed(text_of(message.get("content")))
+                            output = text_of(message.get("content"))
+                            waiting.failed, waiting.result = _failed(output), output
                             yield waiting
                             waiting = None
                 elif key == "info":

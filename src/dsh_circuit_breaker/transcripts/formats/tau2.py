@@ -92,7 +92,8 @@ def _calls(t: Transcript, sim_id: str, messages: list[Any], problems: Problems) 
     pending = Pending()
     for message, when in messages_of(t, messages, problems):
         if message.get("role") == "tool":
-            yield from pending.resolve(message.get("id"), bool(message.get("error")))
+            failed = bool(message.get("error"))
+            yield from pending.resolve(message.get("id"), failed, message.get("content"))
             continue
         for tc in message.get("tool_calls") or ():
             if not isinstance(tc, dict) or not isinstance(tc.get("name"), str):

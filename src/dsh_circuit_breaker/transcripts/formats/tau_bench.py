@@ -1,4 +1,4 @@
-"""OpenAI chat message lists: tau-bench results and plain message lists.
+"""tau-bench results (`--format tau-bench`), and plain OpenAI chat message lists.
 
 Accepted documents: a tau-bench results list (`[{task_id, reward, info, traj, trial}]`, one
 run per record), one such record, a bare list of messages, or `{"messages": [...]}`.
@@ -20,7 +20,7 @@ from ..jsonstream import JsonStream, JsonStreamError
 from ..model import Call, Problems, Transcript
 from ..sources import open_text
 
-NAME = "openai"
+NAME = "tau-bench"
 HARNESS = None
 SUFFIXES: tuple[str, ...] = ()
 
@@ -119,6 +119,7 @@ def calls_from_messages(
                 )
                 yield from pending.add(call)
         elif role == "tool":
-            failed = text_of(message.get("content")).lstrip().startswith("Error")
-            yield from pending.resolve(message.get("tool_call_id"), failed)
+            result = text_of(message.get("content"))
+            failed = result.lstrip().startswith("Error")
+            yield from pending.resolve(message.get("tool_call_id"), failed, result)
     yield from pending.drain()

@@ -1,0 +1,120 @@
+"""calibrate's last lines: which of the configs it tried the runs favour, in words a person
+can act on (the keys to set, and why).
+
+The duplicate rule: the fewest runs denied without a loop (possible false positives)
+first, then the most loops stopped. The stop: the fewest runs stopped outside a loop, then
+the most loops ended. A tie keeps the current config, else takes the most lenient (the
+larger duplicateLimit, the larger stopAfterDenials): runs that hold no healthy repetition
+cannot show what a tighter setting would deny, so stopping sooner is no reason alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..config import Config
+from ..display import plural
+from .options import BUDGETS, config_summary
+
+
+class Tried(Protocol):
+    """What calibrate measured for one config (cmd_calibrate.Outcome)."""
+
+    config: Config
+    loops: int
+    loops_stopped: int
+    non_loop_denied: int
+    loops_ended: int
+    non_loop_stopped_count: int
+
+    def median_stop(self) -> int | None: ...
+
+    def median_stop_at(self) -> int | None: ...
+
+
+def duplicate_rule(tried: list[Tried]) -> str:
+    """The line for the first grid; `tried[0]` is the current config."""
+    if not tried[0].loops:
+        return (
+            "Recommendation: none of these runs loops, so they cannot tell which limit catches "
+            "a loop; keep the current config unless it denies runs you see as healthy."
+        )
+    best = min(
+        range(len(tried)),
+        key=lambda i: (
+            tried[i].non_loop_denied,
+            -tried[i].loops_stopped,
+            i != 0,
+            -tried[i].config.duplicate_limit,
+            -tried[i].config.window,
+            not tried[i].config.reset_on_new_call,
+        ),
+    )
+    pick = tried[best]
+    why = (
+        f"it stops {pick.loops_stopped} of {pick.loops} loops"
+        + (f", {pick.median_stop()} calls in (median)" if pick.loops_stopped else "")
+        + f", and {_denied_outside(pick.non_loop_denied)}"
+    )
+    return _line(tried[0].config, pick.config, ("duplicateLimit", "window", "resetOnNewCall"), why)
+
+
+def stop(tried: list[Tried]) -> str:
+    """The line for the stop grid; `tried[0]` is the current config."""
+    if not tried[0].loops:
+        return "Stop: none of these runs loops, so they cannot tell which stopAfterDenials suits."
+    best = min(
+        range(len(tried)),
+        key=lambda i: (
+            tried[i].non_loop_stopped_count,
+            -tried[i].loops_ended,
+            i != 0,
+            -tried[i].config.stop_after_denials,
+        ),
+    )
+    pick = tried[best]
+    why = (
+        f"it ends {pick.loops_ended} of {pick.loops} loops"
+        + (f", {pick.median_stop_at()} calls in (median)" if pick.loops_ended else "")
+        + ", and "
+        + (
+            "stops no run outside a loop"
+            if not pick.non_loop_stopped_count
+            else f"stops {plural(pick.non_loop_stopped_count, 'run')} outside a loop "
+            "(--json lists them: look at them before you choose)"
+        )
+    )
+    return _line(tried[0].config, pick.config, ("stopAfterDenials", BUDGETS), why, "Stop")
+
+
+def _denied_outside(count: int) -> str:
+    if not count:
+        return "denies no run without a loop"
+    return (
+        f"denies {plural(count, 'run')} without a loop, the fewest of any tried "
+        "(--json lists them: look at them before you choose)"
+    )
+
+
+def _line(current: Config, pick: Config, keys: tuple[str, ...], why: str, lead: str = "") -> str:
+    lead = f"{lead}: " if lead else "Recommendation: "
+    now, then = config_summary(current), config_summary(pick)
+    changed = [s for key in keys if then[key] != now[key] for s in _settings(key, then[key])]
+    if not changed:
+        return f"{lead}keep the current config ({', '.join(_shown(keys, then))}): {why}."
+    sets = " ".join(f"--set {setting}" for setting in changed)
+    return (
+        f"{lead}{', '.join(changed)}: {why}. Try it with `{sets}`, then put it in your config file."
+    )
+
+
+def _shown(keys: tuple[str, ...], summary: dict[str, Any]) -> list[str]:
+    shown = [key for key in keys if key != BUDGETS or summary[key]]
+    return [setting for key in shown for setting in _settings(key, summary[key])]
+
+
+def _settings(key: str, value: Any) -> list[str]:
+    """`key=value` as --set takes it; toolLimits one entry each (none: `toolLimits={}`)."""
+    if isinstance(value, dict):
+        return [f"{key}.{pattern}={limit}" for pattern, limit in value.items()] or [f"{key}={{}}"]
+    return [f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
