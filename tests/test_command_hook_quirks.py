@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -128,34 +127,6 @@ def test_copilot_reinstall_and_uninstall(scratch: Any) -> None:
     with h.model([*h.probe(side, 8), "Done."]) as model:
         h.run(model, "Run the probe eight times.")
     assert side_lines(side) == ["cbprobe4"] * 8
-
-
-BLOCK_ONCE = """import json, pathlib, sys
-sys.stdin.read()
-flag = pathlib.Path(sys.argv[1])
-if not flag.exists():
-    flag.touch()
-    print(json.dumps({"decision": "block", "reason": "Keep going: run the probe once more."}))
-"""
-
-
-def test_copilot_a_stop_hooks_continuation_is_no_new_prompt(scratch: Any) -> None:
-    # The user's own Stop hook sends the agent on once; Copilot passes its reason to our
-    # userPromptSubmitted hook as a prompt (issue 24), which must not start it afresh.
-    h = scratch("copilot")
-    script = h.home / "block_once.py"
-    script.write_text(BLOCK_ONCE)
-    stop = {"type": "command", "bash": f"{sys.executable} {script} {h.home / 'blocked'}"}
-    mine = {"version": 1, "hooks": {"agentStop": [{**stop, "timeoutSec": 30}]}}
-    (h.hooks_file.parent / "my-stop-hook.json").write_text(json.dumps(mine))
-    side = h.work / "side.txt"
-    calls = h.probe(side)
-    with h.model([*calls[:6], "Stuck.", *calls[6:9], "Done."]) as model:
-        h.run(model, "Run the probe ten times.")
-    assert (h.home / "blocked").exists()  # the Stop hook did send it on
-    assert side_lines(side) == ["cbprobe4"] * 6
-    for call in calls[6:9]:
-        assert model.result_in_next_request(call["id"]).text == h.refusal_prefix + h.duplicate()
 
 
 # -- Factory droid -------------------------------------------------------------------------

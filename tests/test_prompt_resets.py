@@ -79,80 +79,19 @@ def test_gemini_cli_before_agent_without_a_prompt_field_is_a_prompt() -> None:
     assert isinstance(load("gemini-cli").parse(event), Prompt)
 
 
-def copilot_log_until(log: list[dict[str, Any]], prompt: dict[str, Any]) -> str:
-    """Copilot's session log as it stood when it ran the hooks of `prompt`: up to that
-    prompt's own `hook.start`."""
-    for i, entry in enumerate(log):
-        data = entry.get("data") or {}
-        mine = data.get("hookType") == "userPromptSubmitted" and entry["type"] == "hook.start"
-        if mine and data["input"]["timestamp"] == prompt["timestamp"]:
-            return "".join(json.dumps(e) + "\n" for e in log[: i + 1])
-    raise AssertionError(f"no hook.start for {prompt['prompt']!r}")
-
-
-def test_copilot_stop_hook_continuation_keeps_counting(tmp_path: Path) -> None:
+def test_copilot_stop_hook_continuation_looks_typed() -> None:
     """Copilot CLI 1.0.102, `copilot -p` (captured: tests/fixtures/harness-events/copilot/
-    stop-continuation.jsonl, and .events.jsonl, its session log): after 6 identical calls
-    an `agentStop` hook answered `decision: "block"` once, and Copilot sent that hook's
-    reason as a `userPromptSubmitted` prompt, shaped as a typed one; 3 more calls; then the
-    person's next prompt in the resumed session (`--resume`) and 2 calls. Before the fix
-    the continuation reset the session: all 11 ran."""
-    home = tmp_path / "copilot-home"
-    env = hook_env(tmp_path, COPILOT_HOME=str(home))
+    stop-continuation.jsonl): an `agentStop` hook answered `decision: "block"` after 6
+    calls, and Copilot sent that hook's reason back as a `userPromptSubmitted` prompt with
+    the same fields as a typed one, so it resets the session (a known limit, docs/copilot.md).
+    Its session log (`events.jsonl`) tells them apart, but Copilot writes it in batches, in
+    a plain run only when the session ends, after our hook has answered."""
     captured = events("copilot", "stop-continuation.jsonl")
-    log = events("copilot", "stop-continuation.events.jsonl")
-    prompts = [e["prompt"] for e in captured if "prompt" in e]
-    assert prompts[1] == "Keep going: run the probe once more."  # the Stop hook's reason
-    refused = []
-    for event in (e for e in captured if "toolName" in e or "prompt" in e):
-        if "prompt" in event:
-            path = home / "session-state" / event["sessionId"] / "events.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(copilot_log_until(log, event), encoding="utf-8")
-        done = run_hook(event, env, "--harness", "copilot")
-        assert done.returncode == 0 and done.stderr == ""
-        if "toolName" in event:
-            refused.append(bool(done.stdout.strip()))
-    assert refused == [False] * 6 + [True] * 3 + [False] * 2
-
-
-COPILOT_PROMPT = {"sessionId": "s", "timestamp": 1, "cwd": "/", "prompt": "Run the tests"}
-COPILOT_START = json.dumps(
-    {"type": "hook.start", "data": {"hookType": "userPromptSubmitted", "input": COPILOT_PROMPT}}
-)
-COPILOT_STOP = '{"type": "hook.end", "data": {"hookType": "agentStop"%s}}'
-
-
-@pytest.mark.parametrize(
-    "log",
-    [
-        None,  # no session log
-        [COPILOT_STOP % "", COPILOT_START],  # the Stop hook did not block
-        [COPILOT_STOP % ', "output": {"decision": "block"}', '{"type": "user.message"}'],
-        ["not json"],  # the prompt's own entry never comes: LOG_WAIT, then typed
-    ],
-)
-def test_copilot_prompts_a_person_typed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log: list[str] | None
-) -> None:
-    monkeypatch.setenv("COPILOT_HOME", str(tmp_path))
-    if log is not None:
-        path = tmp_path / "session-state" / "s" / "events.jsonl"
-        path.parent.mkdir(parents=True)
-        ours = [] if log == ["not json"] or COPILOT_START in log else [COPILOT_START]
-        path.write_text("".join(line + "\n" for line in [*log, *ours]), encoding="utf-8")
-    assert isinstance(load("copilot").parse(dict(COPILOT_PROMPT)), Prompt)
-
-
-def test_copilot_a_blocking_stop_hook_right_before_is_no_prompt(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("COPILOT_HOME", str(tmp_path))
-    path = tmp_path / "session-state" / "s" / "events.jsonl"
-    path.parent.mkdir(parents=True)
-    blocked = COPILOT_STOP % ', "output": {"decision": "block", "reason": "Run the tests"}'
-    path.write_text(f"{blocked}\n{COPILOT_START}\n", encoding="utf-8")
-    assert load("copilot").parse(dict(COPILOT_PROMPT)) is None
+    prompts = [e for e in captured if "prompt" in e]
+    typed, continuation, resumed = prompts
+    assert continuation["prompt"] == "Keep going: run the probe once more."  # the reason
+    assert set(typed) == set(continuation) == set(resumed)
+    assert all(isinstance(load("copilot").parse(p), Prompt) for p in prompts)
 
 
 def test_cline_team_updates_run_keeps_counting(tmp_path: Path) -> None:

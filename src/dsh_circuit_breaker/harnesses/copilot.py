@@ -10,11 +10,8 @@ name, and a subagent's events carry `agentId`, `agentType` and `parentAgentId` (
 `sessionId` is its own). A deny is `{"permissionDecision": "deny",
 "permissionDecisionReason": ...}`; the model gets `Denied by preToolUse hook: <reason>`.
 
-A prompt resets the session, but not a subagent's, and not the one Copilot sends itself
-when a Stop hook (`agentStop`) answers `decision: "block"`: its `reason` comes back through
-`userPromptSubmitted` as if typed (`_continues` reads that from the session's log). A
-resumed session (`--resume`, `--continue`) sends the typed prompt; `/compact` sends only
-`preCompact`.
+The reason of a Stop hook that blocks comes back as a `userPromptSubmitted` with nothing
+to tell it from a typed prompt (1.0.102), so it resets the session like one.
 """
 
 from __future__ import annotations
@@ -72,86 +69,8 @@ def parse(event: dict[str, Any]) -> Call | Prompt | None:
     if "prompt" in event:
         key = agent_key(event)
         # A subagent's prompt is its parent's words, not a person's new intent.
-        return None if "agentId" in event or _continues(event) else Prompt(key)
+        return None if "agentId" in event else Prompt(key)
     raise Malformed("not a preToolUse or userPromptSubmitted event, allowed")
-
-
-# How much of the end of a session's log `_continues` reads (its last entries are small),
-# and how long it waits for Copilot to write there the prompt's own hooks starting.
-LOG_TAIL = 1 << 18
-LOG_WAIT = 1.0
-STOP_HOOKS = ("agentStop", "subagentStop")
-
-
-def _continues(event: dict[str, Any]) -> bool:
-    """Whether this prompt is Copilot going on by itself after a Stop hook blocked: the
-    event is the same as a typed prompt's (1.0.102), but in the session's log,
-    `session-state/<id>/events.jsonl`, the prompt's own `hook.start` comes after hook
-    entries only, among them that Stop hook's `hook.end` with `decision: "block"`. A
-    typed prompt has something else in between (a turn's end, a session's start), or a
-    Stop hook that did not block. Copilot writes the log a moment behind (0.25 s under
-    load), so this waits up to LOG_WAIT for that entry. No log, or no entry: a typed
-    prompt, as before."""
-    session = event["sessionId"]
-    if session in (".", "..") or "/" in session or "\\" in session:
-        return False  # not a name in session-state/
-    import time
-
-    path = copilot_home() / "session-state" / session / "events.jsonl"
-    deadline = time.monotonic() + LOG_WAIT
-    while True:
-        verdict = _after_stop_hook(path, event)
-        if verdict is not None or time.monotonic() >= deadline:
-            return bool(verdict)
-        time.sleep(0.02)
-
-
-def _after_stop_hook(path: Path, event: dict[str, Any]) -> bool | None:
-    """Whether the hook entries just before this prompt's own `hook.start` hold a Stop
-    hook that blocked; None while the log does not have that entry yet."""
-    try:
-        with open(path, "rb") as log:
-            size = log.seek(0, 2)
-            log.seek(max(0, size - LOG_TAIL))
-            lines = log.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return False
-    entries = [_object(line) for line in (lines[1:] if size > LOG_TAIL else lines)]
-    mine = [i for i, entry in enumerate(entries) if _starts(entry, event)]
-    if not mine:
-        return None
-    for entry in reversed(entries[: mine[-1]]):
-        if entry.get("type") not in ("hook.start", "hook.end"):
-            return False
-        data = _object(entry.get("data"))
-        blocked = _object(data.get("output")).get("decision") == "block"
-        if entry["type"] == "hook.end" and data.get("hookType") in STOP_HOOKS and blocked:
-            return True
-    return False
-
-
-def _starts(entry: dict[str, Any], event: dict[str, Any]) -> bool:
-    """Whether `entry` is the log's `hook.start` of this prompt's hooks."""
-    data = _object(entry.get("data"))
-    given = _object(data.get("input"))
-    return (
-        entry.get("type") == "hook.start"
-        and data.get("hookType") == "userPromptSubmitted"
-        and given.get("timestamp") == event.get("timestamp")
-        and given.get("prompt") == event.get("prompt")
-    )
-
-
-def _object(value: Any) -> dict[str, Any]:
-    """`value` if it is an object, a JSON line read as one, else an empty one."""
-    if isinstance(value, str):
-        import json
-
-        try:
-            value = json.loads(value)
-        except (ValueError, RecursionError):
-            return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _arguments(args: Any) -> Any:
