@@ -15,6 +15,15 @@ percentile) of N rounds after a warm-up:
 - hook via the console script     the allowed case through pip's `dsh-circuit-breaker`
   wrapper, which imports `re` first: why `install` writes `python -c ...` instead
 
+With `--results`, three rows more, each with a config file (reading one imports `json`,
+and with it `re`, whatever the file says):
+
+- hook, allowed, results off      the allowed case, `resultProgress = false`
+- hook, allowed, results on       the same with `resultProgress = true` (docs/results.md),
+  which is when `install` adds the post-tool hook (the call also notes a result is due)
+- hook, post-tool result          the harness's post-tool event for that call: a second
+  process per tool call, the extra cost of results where the harness has no HTTP hook
+
 The hook rows run exactly the command `install NAME` writes (harnesses/_settings.py) for
 `--harness NAME` (default claude-code), on events in that harness's own shape (built from
 its doctor probe event).
@@ -23,7 +32,7 @@ Bytecode is cached for every command alike (PYTHONPYCACHEPREFIX in a temp dir), 
 installed wheel has it; with PYTHONDONTWRITEBYTECODE and an editable install every hook
 would recompile the package each time.
 
-    .venv/bin/python bench/hook_latency.py [--rounds 200] [--harness gemini-cli]
+    .venv/bin/python bench/hook_latency.py [--rounds 200] [--harness gemini-cli] [--results]
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_circuit_breaker.config import DEFAULT_EXEMPT
-from dsh_circuit_breaker.harnesses import DEFAULT, HARNESSES, Call, load
+from dsh_circuit_breaker.harnesses import DEFAULT, HARNESSES, Call, Outcome, load
 from dsh_circuit_breaker.invocation import hook_command
 
 ENTRY = Path(sys.executable).parent / "dsh-circuit-breaker"
@@ -53,6 +62,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--harness", choices=list(HARNESSES), default=DEFAULT)
+    parser.add_argument("--results", action="store_true", help="add the post-tool rows")
     args = parser.parse_args()
     harness = load(args.harness)
     hook = shlex.split(hook_command(harness=args.harness))
@@ -91,6 +101,8 @@ def main() -> int:
             f"hook, unguarded tool ({exempt})": (hook, lambda: todo),
             "hook via the console script": ([str(ENTRY), *hook[hook.index("hook") :]], allowed),
         }
+        if args.results:
+            cases.update(_results_cases(harness, args.harness, event, Path(tmp)))
         times: dict[str, list[float]] = {name: [] for name in cases}
         for round_ in range(args.warmup + args.rounds):
             for name, (command, payload) in cases.items():
@@ -118,7 +130,48 @@ def main() -> int:
     extra = hook_median - base
     ratio = hook_median / base
     print(f"\nhook (allowed) over baseline: +{extra:.2f} ms, {ratio:.2f}x (target <= 1.5x)")
+    if args.results:
+        off = statistics.median(times["hook, allowed, results off"])
+        pre = statistics.median(times["hook, allowed, results on"]) - off
+        post = statistics.median(times["hook, post-tool result"])
+        print(f"results on: {pre + post:+.2f} ms per tool call (the post-tool hook, {post:.2f} ms,")
+        print(f"  and {pre:+.2f} ms in the pre-tool hook against results off)")
     return 0
+
+
+def _results_cases(
+    harness: Any, name: str, event: Callable[..., bytes], tmp: Path
+) -> dict[str, tuple[list[str], Callable[[], bytes]]]:
+    """The pre-tool hook with results on, and the post-tool event of the call it just
+    allowed, each a new call: what a tool call costs with the post-tool hook installed."""
+    commands = {}
+    for on in (False, True):
+        config = tmp / f"results-{on}.json"
+        config.write_text(json.dumps({"resultProgress": on}))
+        commands[on] = shlex.split(hook_command(str(config), harness=name))
+    post = harness.POST_EVENTS[0]
+    counter = iter(range(10**9))
+    last: dict[str, Any] = {}
+
+    def allowed() -> bytes:
+        n = next(counter)
+        last.update(session=f"session-{n % 8}", tool_input={"command": f"gh run view {n}"})
+        return event(last["session"], last["tool_input"])
+
+    def outcome() -> bytes:
+        done = json.loads(event(last["session"], last["tool_input"]))
+        if "hook_event_name" in done:  # the Claude Code shape, and Gemini CLI's
+            done.update(hook_event_name=post, tool_response={"llmContent": "run 7: 40% done"})
+        else:  # Copilot's, which names no event
+            done["toolResult"] = {"resultType": "success", "textResultForLlm": "run 7: 40% done"}
+        assert isinstance(harness.parse(done), Outcome), done
+        return json.dumps(done).encode()
+
+    return {
+        "hook, allowed, results off": (commands[False], allowed),
+        "hook, allowed, results on": (commands[True], allowed),
+        "hook, post-tool result": (commands[True], outcome),
+    }
 
 
 def _event_maker(harness: Any) -> Callable[..., bytes]:

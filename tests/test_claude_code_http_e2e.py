@@ -278,3 +278,35 @@ def test_a_guard_gone_mid_session_refuses_each_call(installed: Installed) -> Non
         f"PreToolUse:Bash hook error: [{service.origin}/hook/claude-code]: failed; "
         f'blocking because onFailure is "block"\nconnect ECONNREFUSED 127.0.0.1:{service.port}'
     )
+
+
+def test_results_over_http_refuse_an_interleaved_frozen_poller(installed: Installed) -> None:
+    # Results on (issue 25): `install --http` posts PostToolUse too, and the guard records
+    # each result; a frozen poll alternated with a new call is refused at its 7th copy,
+    # which only the results can tell (each new call restarts SPEC's count). Still no hook
+    # process per call.
+    config = Path(installed.env["XDG_CONFIG_HOME"]) / "dsh-circuit-breaker" / "config.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(json.dumps({"resultProgress": True, "sameResultLimit": 6}))
+    with Service(installed.env, token=None, cli=[str(installed.cli)]) as service:
+        address = f"127.0.0.1:{service.port}"
+        session = Session(installed, address)
+        hooks = json.loads(session.settings.read_text())["hooks"]
+        assert {"PostToolUse", "PostToolUseFailure"} <= set(hooks)
+        (session.work / "frozen.sh").write_text('echo ran >> frozen-runs\necho "job 7: 50%"\n')
+        steps = session.work / "steps"
+        script = []
+        for i in range(1, 9):
+            script.append(session.shell("sh frozen.sh", f"Poll the job, check {i}"))
+            script.append(session.shell(f"echo step {i} >> {steps}", f"Do step {i}"))
+        with FakeAnthropic([*script, "Stuck."]) as model:
+            outcome = session.run(model, "Work through the steps, polling between them.")
+        assert (session.work / "frozen-runs").read_text().splitlines() == ["ran"] * 6
+        assert steps.read_text().splitlines() == [f"step {i}" for i in range(1, 9)]
+        results = [model.result_in_next_request(c["id"]) for c in model.tool_uses()]
+        assert [r.is_error for r in results] == [False] * 12 + [True, False] * 2
+        for refused in results[12::2]:
+            assert DENIAL_START in refused.text and "(runs: 6, limit: 6)" in refused.text
+        assert outcome.result["result"] == "Stuck."
+        assert decisions(service) == {"allow": 14, "duplicate": 2}
+        assert_no_hook_process(session, address)

@@ -291,3 +291,84 @@ def test_cap_text_reaches_the_model(harness: Harness) -> None:
     h.check_denials(outcome, [c["id"] for c in model.tool_uses()[3:]])
     (entry,) = without_time(h.incident_lines())
     assert entry == incident("cap", h.shell_tool, 3, 3, outcome.session or entry["agent"])
+
+
+# -- results as progress (issue 25, docs/results.md) ---------------------------------------
+POLL_SCRIPT = 'n=$(cat polls 2>/dev/null || echo 0)\necho $((n + 1)) > polls\necho "done $n%"\n'
+FROZEN_SCRIPT = 'echo ran >> frozen-runs\necho "job 7: 50% done"\n'
+
+
+def with_results(h: Harness, config: dict[str, Any]) -> None:
+    """The config with results on, and the install that config gets: its post-tool hook."""
+    h.configure(config)
+    done = h.reinstall()
+    assert "results: " in done.stdout, done.stdout
+    (h.work / "poll.sh").write_text(POLL_SCRIPT)
+    (h.work / "frozen.sh").write_text(FROZEN_SCRIPT)
+
+
+def run_script(h: Harness, script: list[Block], final: str) -> tuple[Any, list[Any]]:
+    """One run of `script`, then `final`: the outcome, and each call's result as the model
+    got it (every call answered, the final text reached)."""
+    with h.model([*script, final]) as model:
+        outcome = h.run(model, "Poll the job until it is done, doing the steps between.")
+    results = [model.result_in_next_request(c["id"]) for c in model.tool_uses()]
+    assert len(results) == len(script)
+    assert outcome.final == final
+    return outcome, results
+
+
+def check_one_duplicate(h: Harness, outcome: Any) -> None:
+    (entry,) = without_time(h.incident_lines())
+    assert entry == incident("duplicate", h.shell_tool, 6, 6, outcome.session or entry["agent"])
+
+
+def poll(h: Harness, script: str, i: int) -> Block:
+    return h.shell(f"sh {script}", f"Poll the job, check {i}")
+
+
+@scenario("results")
+def test_a_poll_whose_output_moves_runs_past_six_copies(harness: Harness) -> None:
+    h = harness
+    with_results(h, {"resultProgress": True})
+    _, results = run_script(h, [poll(h, "poll.sh", i) for i in range(1, 11)], "Done.")
+    for i, result in enumerate(results):
+        check_ran(h, result)
+        assert f"done {i}%" in result.text, result.text
+    assert (h.work / "polls").read_text().strip() == "10"  # all ten really ran
+    assert h.incident_lines() == []
+
+
+@scenario("results")
+def test_the_same_poll_frozen_is_refused_at_the_seventh(harness: Harness) -> None:
+    h = harness
+    with_results(h, {"resultProgress": True})
+    outcome, results = run_script(h, [poll(h, "frozen.sh", i) for i in range(1, 9)], "Stuck.")
+    assert side_lines(h.work / "frozen-runs") == ["ran"] * 6
+    for result in results[:6]:
+        check_ran(h, result)
+    for result in results[6:]:
+        check_refused(h, result, h.duplicate())
+    check_one_duplicate(h, outcome)
+
+
+@scenario("results")
+def test_an_interleaved_frozen_poller_is_refused_at_the_seventh_copy(harness: Harness) -> None:
+    # A new call after each copy restarts SPEC's count every time; sameResultLimit counts
+    # the copies whose result came back the same, new calls between or not.
+    h = harness
+    with_results(h, {"resultProgress": True, "sameResultLimit": 6})
+    steps = h.work / "steps"
+    script: list[Block] = []
+    for i in range(1, 9):
+        script.append(poll(h, "frozen.sh", i))
+        script.append(h.shell(f"echo step {i} >> {steps}", f"Do step {i}"))
+    outcome, results = run_script(h, script, "Stuck.")
+    assert side_lines(h.work / "frozen-runs") == ["ran"] * 6
+    assert side_lines(steps) == [f"step {i}" for i in range(1, 9)]  # every new call ran
+    polls, news = results[0::2], results[1::2]
+    for result in [*polls[:6], *news]:
+        check_ran(h, result)
+    for result in polls[6:]:
+        check_refused(h, result, h.duplicate())
+    check_one_duplicate(h, outcome)

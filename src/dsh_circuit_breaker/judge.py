@@ -7,7 +7,7 @@ the process around them differs.
 from __future__ import annotations
 
 from .cjson import loads
-from .harnesses import Call, Malformed, Prompt
+from .harnesses import Call, Malformed, Outcome, Prompt
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,13 +36,14 @@ def event_of(raw: bytes) -> dict[str, Any]:
 
 
 def judge(
-    harness: Any, what: Call | Prompt, config: Config, breaker: Callable[[], Any]
+    harness: Any, what: Call | Prompt | Outcome, config: Config, breaker: Callable[[], Any]
 ) -> tuple[str | None, Decision | None]:
     """What the harness gets back for one parsed event, and the decision behind it (None
     for an event that is not a judged call).
 
     `breaker` returns the breaker to use; it is called only when the event needs one,
-    so an unguarded call opens no store.
+    so an unguarded call, and a result no rule reads, opens no store. A result is
+    recorded and answered with nothing: the call ran already, there is nothing to say.
     """
     if isinstance(what, Call):
         if not config.enabled or not config.guards(what.tool):
@@ -50,6 +51,10 @@ def judge(
         decision: Decision = breaker().check(what.agent, what.tool, what.arguments)
         answer: str | None = harness.answer(decision)
         return answer, decision
+    if isinstance(what, Outcome):
+        if config.observes_results and config.enabled and config.guards(what.tool):
+            breaker().observe(what.agent, what.tool, what.arguments, what.result)
+        return None, None
     if config.reset_on_user_prompt:
         breaker().reset(what.agent)
     return None, None

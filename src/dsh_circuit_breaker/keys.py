@@ -30,9 +30,12 @@ def call_key(tool: str, arguments: Any, ignore_args: frozenset[str]) -> bytes | 
         return None  # bytes, sets, objects, cycles: the breaker cannot judge such a call
     if not _string_keys_only(arguments):
         return None  # json would turn {1: x} into {"1": x} and merge two different calls
-    return blake2b(
-        f"{tool}\x00{text}".encode("utf-8", "surrogatepass"), digest_size=DIGEST_SIZE
-    ).digest()
+    return digest(f"{tool}\x00{text}".encode("utf-8", "surrogatepass"), DIGEST_SIZE)
+
+
+def digest(data: bytes, size: int) -> bytes:
+    """The `size`-byte BLAKE2b digest of `data`: all that is kept of a call or a result."""
+    return blake2b(data, digest_size=size).digest()
 
 
 def _string_keys_only(value: Any) -> bool:

@@ -12,9 +12,9 @@ Imported only where results are observed: a hook's pre-tool call never pays for 
 from __future__ import annotations
 
 import re
-from hashlib import blake2b
 
 from .cjson import canonical, loads
+from .keys import digest
 from .state import RESULT_DIGEST_SIZE
 
 # A result is judged by its head and its tail: a poll's news is at one end, and a digest of
@@ -77,10 +77,10 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         "<duration>",
     ),
-    # elapsed 12, attempt 3 of 5, retry #2, uptime: 30, pid 4242, PID=17
+    # elapsed 12, attempt 3 of 5, retry #2, uptime: 30, pid 4242, PID=17, PGID: 23130
     (
         re.compile(
-            r"\b(elapsed|uptime|age|attempts?|retr(?:y|ies)|tries|try|pid|ppid|tid|process)"
+            r"\b(elapsed|uptime|age|attempts?|retr(?:y|ies)|tries|try|pid|ppid|pgid|tid|process)"
             r'(\s*"?\s*[:=#]?\s*)\d+(?:\s*(?:/|of)\s*\d+)?',
             re.I,
         ),
@@ -147,4 +147,4 @@ def result_digest(result: object) -> bytes:
     """The fixed-size digest of a result's normalized text: all that is kept of it."""
     text = normalize(result_text(result))
     data = text.encode("utf-8", "surrogatepass")
-    return blake2b(data, digest_size=RESULT_DIGEST_SIZE).digest()
+    return digest(data, RESULT_DIGEST_SIZE)

@@ -197,7 +197,13 @@ class Harness:
     def install(self, *args: str) -> subprocess.CompletedProcess[str]:
         done = self.installed.run("install", self.name, *args, env=self.env, timeout=60)
         assert done.returncode == 0, done.stdout + done.stderr
+        self.install_args = args
         return done
+
+    def reinstall(self) -> subprocess.CompletedProcess[str]:
+        """`install` again, as setup ran it: after `configure`, what install writes for
+        that config (the post-tool hook only where it observes results)."""
+        return self.install(*self.install_args)
 
     def check_hook_command(self, settings: Path) -> None:
         assert str(self.installed.python) in settings.read_text(), settings.read_text()

@@ -28,7 +28,7 @@ from .._log import warn
 from ..agents import describe, forget
 from ..breaker import Decision
 from ..config import Config
-from ..harnesses import Call, Malformed
+from ..harnesses import Call, Malformed, Prompt
 from ..incidents import record_of
 from ..judge import event_of, judge
 from ..state import AgentState
@@ -167,7 +167,7 @@ class Guard:
             if decision is not None:
                 self.metrics.decision(name, decision.kind, seconds, decision.stop)
                 self._saw(name, what, decision)
-        else:
+        elif isinstance(what, Prompt):  # a result (Outcome) was recorded: nothing to show
             self.metrics.prompt(name, seconds)
             self._saw_prompt(name, what.agent, config)
         return Answer(b"" if answer is None else answer.encode())

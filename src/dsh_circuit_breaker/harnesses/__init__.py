@@ -12,14 +12,16 @@ A command-hook harness module has:
 - `EXEMPT`: its spellings of the tools the breaker ignores (added to SPEC's defaults);
   `ANNOTATION_ARGS`: argument names its model rewrites on every call (added to
   `ignoreArgs`).
-- `parse(event) -> Call | Prompt | None`: what one hook event means (None: an event the
-  breaker has no business with); raises `Malformed` for an event it cannot judge.
+- `parse(event) -> Call | Prompt | Outcome | None`: what one hook event means (None: an
+  event the breaker has no business with); raises `Malformed` for an event it cannot
+  judge.
 - `answer(decision) -> str | None`: what the hook prints for a decision, in the harness's
   own shape (None: print nothing).
 - `probe_events(session) -> list`: events in its shape that a working hook allows
   silently (doctor runs them through the installed command).
 - where its settings go (`SCOPES`, `settings_path`, ...): install, uninstall and doctor
-  are `_command_hook`'s.
+  are `_command_hook`'s; optionally `POST_EVENTS`, its post-tool events (parsed to
+  `Outcome`), which install adds only where the config observes results.
 
 A plugin harness module has `EXEMPT` and `add_arguments(parser, action)`, `install(args)`,
 `uninstall(args)`, `doctor(args)`, lent by its `_plugin.PluginHarness`.
@@ -61,7 +63,7 @@ if TYPE_CHECKING:
         @property
         def SETTINGS_EVENTS(self) -> tuple[str, ...]: ...
 
-        def parse(self, event: dict[str, Any], /) -> Call | Prompt | None: ...
+        def parse(self, event: dict[str, Any], /) -> Call | Prompt | Outcome | None: ...
         def answer(self, decision: Decision, /) -> str | None: ...
         def probe_events(self, session: str, /) -> list[dict[str, Any]]: ...
         def settings_path(self, scope: str, project: str | None = None, /) -> Path: ...
@@ -186,6 +188,20 @@ class Call:
         self.agent = agent
         self.tool = tool
         self.arguments = arguments
+
+
+class Outcome:
+    """What an allowed call returned, from the harness's post-tool event: `agent` (the key
+    its pre-tool event had), `tool`, `arguments` (as the call had them), `result` (the
+    part of the event that says what the model got back; only its digest is kept)."""
+
+    __slots__ = ("agent", "arguments", "result", "tool")
+
+    def __init__(self, agent: str, tool: str, arguments: Any, result: Any) -> None:
+        self.agent = agent
+        self.tool = tool
+        self.arguments = arguments
+        self.result = result
 
 
 class Prompt:

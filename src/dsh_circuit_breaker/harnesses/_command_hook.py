@@ -4,7 +4,10 @@ settings file, written once for every such harness module.
 The module supplies `NAME`, `LABEL`, `SCOPES` (the first is the default),
 `settings_path(scope, project)`, `FILE_OPTION` (e.g. `--settings`, to name any file),
 `SETTINGS_EVENTS` (the events our hook goes into), `CLI` and `CLI_PACKAGE` (its
-executable and npm package, for doctor), `probe_events(session)`, and optionally `NOTE`
+executable and npm package, for doctor), `probe_events(session)`, and optionally
+`POST_EVENTS` (its post-tool events: our hook goes into them too, but only while the
+config the hook reads observes results, so that a user without them pays no second
+process per call), `NOTE`
 (printed after install and by doctor) and `conflicts(path) -> list[str]` (why a hook in
 that settings file would not run, e.g. another file overriding it: install refuses, doctor
 reports). A module with another settings shape overrides `read_settings`, `our_commands`,
@@ -83,9 +86,7 @@ def _ops(harness: Any, name: str) -> Any:
     if name == "read_settings":
         return lambda path: _settings.read_settings(path, harness.SETTINGS_EVENTS)
     if name == "with_ours":
-        return lambda settings, command: _settings.with_ours(
-            settings, command, harness.SETTINGS_EVENTS
-        )
+        return _settings.with_ours
     return getattr(_settings, name)
 
 
@@ -112,19 +113,33 @@ def install(harness: Any, args: argparse.Namespace) -> int:
         for reason in blocked:
             error(f"{reason}; not changing {path}", FAILED)
         return FAILED
+    post = post_events(harness, args.config)
     if getattr(args, "http", None):
-        return _http_hook.install(harness, args, path, settings)
+        return _http_hook.install(harness, args, path, settings, post)
     command = hook_command(args.config, args.state, harness.NAME)
-    wanted = _ops(harness, "with_ours")(settings, command)
+    wanted = _ops(harness, "with_ours")(settings, command, (*harness.SETTINGS_EVENTS, *post))
+    results = f"\n  results: {', '.join(post)} (resultProgress / sameResultLimit)" if post else ""
     if wanted == settings:
-        print(f"{harness.LABEL}: already installed in {path}\n  hook command: {command}")
+        print(f"{harness.LABEL}: already installed in {path}\n  hook command: {command}{results}")
         return 0
     saved = _settings.write_settings(path, wanted, backup=not args.no_backup)
     note = f" (backup: {saved})" if saved else ""
-    print(f"{harness.LABEL}: installed in {path}{note}\n  hook command: {command}")
+    print(f"{harness.LABEL}: installed in {path}{note}\n  hook command: {command}{results}")
     if getattr(harness, "NOTE", None):
         print(harness.NOTE)
     return 0
+
+
+def post_events(harness: Any, config_path: str | None) -> tuple[str, ...]:
+    """The harness's post-tool events, if the config the hook will read observes results
+    (else none: the hook would start only to record nothing). `install` checked that
+    config already (commands/install.py), so it loads."""
+    events: tuple[str, ...] = getattr(harness, "POST_EVENTS", ())
+    if not events:
+        return ()
+    from ..config_file import hook_config
+
+    return events if hook_config(config_path, harness)[0].observes_results else ()
 
 
 def uninstall(harness: Any, args: argparse.Namespace) -> int:
@@ -166,7 +181,48 @@ def doctor(harness: Any, args: argparse.Namespace) -> int:
     # The hook's command says what it runs with, else the guard's start command.
     config, state = options_of([*commands, *http][0]) if commands or http else (None, None)
     _doctor.doctor_config_and_state(report, args.config or config, args.state or state, harness)
+    if commands or http:
+        _doctor_results(harness, report, files, args.config or config)
     return report.finish()
+
+
+def _doctor_results(
+    harness: Any, report: _doctor.Report, files: list[tuple[str, Path]], config_path: str | None
+) -> None:
+    """Whether the post-tool hook is there exactly when the config observes results."""
+    events: tuple[str, ...] = getattr(harness, "POST_EVENTS", ())
+    if not events:
+        return
+    from ..config import ConfigError
+    from ..config_file import hook_config
+
+    try:
+        config, _ = hook_config(config_path, harness)
+    except ConfigError:
+        return  # reported with the config
+    found: set[str] = set()
+    for _, path in dict.fromkeys(files):
+        try:
+            settings = _ops(harness, "read_settings")(path)
+        except _settings.SettingsError:
+            continue  # reported with the commands
+        found.update(_ops(harness, "our_commands")(settings), _http_hook.ours(settings))
+    missing = [e for e in events if e not in found]
+    fix = f"run `dsh-circuit-breaker install {harness.NAME}` again"
+    if config.observes_results:
+        report.check(
+            not missing,
+            f"results on: the post-tool hook is installed ({', '.join(events)})"
+            if not missing
+            else f"results are on in the config, but the post-tool hook is missing for "
+            f"{', '.join(missing)}: no result reaches the rules",
+            fix,
+        )
+    elif len(missing) < len(events):
+        report.note(
+            "the post-tool hook is installed but the config observes no results: one more "
+            f"hook per tool call for nothing ({fix} to drop it)"
+        )
 
 
 def _installed(

@@ -66,17 +66,23 @@ def http_handler(url: str) -> dict[str, Any]:
 
 
 def with_ours(
-    harness: Any, settings: dict[str, Any], address: str, command: str, token: str
+    harness: Any,
+    settings: dict[str, Any],
+    address: str,
+    command: str,
+    token: str,
+    post: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """A copy of `settings` with our HTTP hooks, the start command and the token in its
-    `env` (any earlier entry of ours, command or HTTP, replaced)."""
+    """A copy of `settings` with our HTTP hooks (on `HTTP_EVENTS`, and the post-tool
+    events `post`), the start command and the token in its `env` (any earlier entry of
+    ours, command or HTTP, replaced)."""
     result = _settings.without_ours(settings)
     hooks = dict(result.get("hooks") or {})
     url = f"{url_of(address)}/hook/{harness.NAME}"
     start = {"type": "command", "command": command, "timeout": _settings.HOOK_TIMEOUT}
     for event, handler in [
         (harness.START_EVENT, start),
-        *((e, http_handler(url)) for e in harness.HTTP_EVENTS),
+        *((e, http_handler(url)) for e in (*harness.HTTP_EVENTS, *post)),
     ]:
         hooks[event] = [*(hooks.get(event) or []), {"hooks": [handler]}]
     result["hooks"] = hooks
@@ -96,7 +102,13 @@ def ours(settings: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
-def install(harness: Any, args: argparse.Namespace, path: Path, settings: dict[str, Any]) -> int:
+def install(
+    harness: Any,
+    args: argparse.Namespace,
+    path: Path,
+    settings: dict[str, Any],
+    post: tuple[str, ...] = (),
+) -> int:
     from .. import token as tokens
     from ..address import page_url, parse_address, url_of
     from ..config import ConfigError
@@ -113,10 +125,10 @@ def install(harness: Any, args: argparse.Namespace, path: Path, settings: dict[s
     except (ValueError, ConfigError) as exc:
         return error(exc)
     command = ensure_command(args.http, args.config, args.state)
-    wanted = with_ours(harness, settings, args.http, command, token)
+    wanted = with_ours(harness, settings, args.http, command, token, post)
     url = wanted["hooks"][harness.HTTP_EVENTS[0]][-1]["hooks"][0]["url"]
     summary = (
-        f"  hook URL: {url} ({', '.join(harness.HTTP_EVENTS)})\n"
+        f"  hook URL: {url} ({', '.join((*harness.HTTP_EVENTS, *post))})\n"
         f"  {harness.START_EVENT} starts the guard unless it answers: {command}\n"
         "  while the guard cannot be asked, every prompt and tool call is refused "
         "(onFailure: block)\n"

@@ -1,6 +1,8 @@
 """Claude Code's hook wire shape, which Codex (and others) copied: one JSON event on
 stdin with `session_id`, `hook_event_name`, `tool_name`, `tool_input`, `tool_use_id`,
-plus `agent_id` inside a subagent and `prompt` on UserPromptSubmit.
+plus `agent_id` inside a subagent and `prompt` on UserPromptSubmit. After the call ran,
+`PostToolUse` repeats the call's fields and adds `tool_response` (what the tool
+returned); `PostToolUseFailure` (Claude Code, Qwen Code) has `error` in its place.
 
 A harness that speaks it borrows these by assignment (`parse = _pretooluse.parse`); one
 whose `PreToolUse` cannot end the agent answers with `deny_only` in place of `answer`.
@@ -8,15 +10,19 @@ whose `PreToolUse` cannot end the agent answers with `deny_only` in place of `an
 
 from __future__ import annotations
 
-from . import Call, Malformed, Prompt, escaped_id
+from . import Call, Malformed, Outcome, Prompt, escaped_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from ..breaker import Decision
 
 EVENTS = ("PreToolUse", "UserPromptSubmit")
+# The post-tool events install adds where the config observes results; a harness that
+# has only the first names it alone.
+POST_EVENTS = ("PostToolUse", "PostToolUseFailure")
 
 
 def session_of(event: dict[str, Any], name: str) -> str:
@@ -36,19 +42,33 @@ def agent_key(event: dict[str, Any], name: str = "PreToolUse") -> str:
     return session
 
 
-def parse(event: dict[str, Any]) -> Call | Prompt | None:
+def parse(event: dict[str, Any]) -> Call | Prompt | Outcome | None:
     name = event.get("hook_event_name")
     if name == "PreToolUse":
-        tool = event.get("tool_name")
-        if not isinstance(tool, str) or not tool:
-            raise Malformed("PreToolUse event has no tool_name")
-        if "tool_input" not in event:
-            raise Malformed("PreToolUse event has no tool_input")
-        return Call(agent_key(event), tool, event["tool_input"])
+        return Call(*call_of(event, name))
+    if name == "PostToolUse":
+        if "tool_response" not in event:
+            raise Malformed("PostToolUse event has no tool_response")
+        return Outcome(*call_of(event, name), event["tool_response"])
+    if name == "PostToolUseFailure":
+        return Outcome(*call_of(event, name), {"error": event.get("error")})
     if name == "UserPromptSubmit":
         # The main agent only: a subagent's work is not what the person just typed.
         return Prompt(session_of(event, name))
     raise Malformed(f"unknown hook event {name!r}, allowed")
+
+
+def call_of(
+    event: dict[str, Any], name: str, key: Callable[[dict[str, Any], str], str] = agent_key
+) -> tuple[str, str, Any]:
+    """The agent key (by `key`), tool and arguments of a tool event, pre or post: the
+    same call, so its result is recorded against the key the call was judged under."""
+    tool = event.get("tool_name")
+    if not isinstance(tool, str) or not tool:
+        raise Malformed(f"{name} event has no tool_name")
+    if "tool_input" not in event:
+        raise Malformed(f"{name} event has no tool_input")
+    return key(event, name), tool, event["tool_input"]
 
 
 def deny_output(decision: Decision) -> dict[str, Any]:

@@ -5,7 +5,8 @@ Scopes are Claude Code's own: `user` ($CLAUDE_CONFIG_DIR or ~/.claude/settings.j
 `project` (.claude/settings.json, shared with the repository) and `local`
 (.claude/settings.local.json, yours only). The event and answer shapes are in
 `_pretooluse` (a stop: the deny plus `continue: false`, which ends the session, or only
-the subagent it came from); a subagent is keyed `session_id/agent_id`. With `install --http`, Claude
+the subagent it came from); a subagent is keyed `session_id/agent_id`, its PostToolUse too.
+With `install --http`, Claude
 Code posts the same events to the resident guard (`serve --http`): an HTTP hook takes the
 command hook's JSON in its body and its output back in a 2xx body (2.1.332).
 """
@@ -32,6 +33,9 @@ probe_events = _pretooluse.probe_events
 SCOPES = ("user", "project", "local")
 FILE_OPTION = "--settings"
 SETTINGS_EVENTS = _pretooluse.EVENTS
+# With results on: `tool_response` of PostToolUse (the tool's own output object, e.g.
+# Bash's stdout and stderr), `error` of PostToolUseFailure (a Bash exit status but 0).
+POST_EVENTS = _pretooluse.POST_EVENTS
 # `install claude-code --http` (harnesses/_http_hook.py): HTTP hooks on these events, and
 # a command hook once per session that starts the guard unless it answers.
 HTTP_EVENTS = _pretooluse.EVENTS

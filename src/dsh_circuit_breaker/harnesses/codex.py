@@ -31,6 +31,9 @@ probe_events = _pretooluse.probe_events
 SCOPES = ("user", "project")
 FILE_OPTION = "--hooks-file"
 SETTINGS_EVENTS = _pretooluse.EVENTS
+# With results on: PostToolUse's `tool_response`, the command's output as one string; a
+# command that fails comes through it too (0.171.0 has no failure event).
+POST_EVENTS = ("PostToolUse",)
 
 
 def codex_home() -> Path:

@@ -16,7 +16,7 @@ to tell it from a typed prompt (1.0.102), so it resets the session like one.
 
 from __future__ import annotations
 
-from . import Call, Malformed, Prompt, escaped_id, subagent_key
+from . import Call, Malformed, Outcome, Prompt, escaped_id, subagent_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,6 +36,9 @@ NOTE = "A repository's hooks (.github/hooks/) run only once Copilot trusts the f
 SCOPES = ("user", "project")
 FILE_OPTION = "--hooks-file"
 SETTINGS_EVENTS = ("preToolUse", "userPromptSubmitted")
+# With results on: postToolUse, the call's fields plus `toolResult` (`{resultType,
+# textResultForLlm}`); a failed command comes through it too, its exit code in the text.
+POST_EVENTS = ("postToolUse",)
 FILE_NAME = "dsh-circuit-breaker.json"
 VERSION = 1  # the hooks file format Copilot reads
 # The hooks file is ours alone: uninstall deletes it once this is all that is left.
@@ -56,16 +59,20 @@ def agent_key(event: dict[str, Any]) -> str:
     return escaped_id(sub) if parent == sub else subagent_key(parent, sub)
 
 
-def parse(event: dict[str, Any]) -> Call | Prompt | None:
+def parse(event: dict[str, Any]) -> Call | Prompt | Outcome | None:
     # Copilot names no event in its input: our preToolUse entry gets `toolName`, our
-    # userPromptSubmitted entry `prompt`.
+    # postToolUse entry `toolName` and `toolResult`, our userPromptSubmitted entry `prompt`.
     if "toolName" in event:
+        name = "postToolUse" if "toolResult" in event else "preToolUse"
         tool = event["toolName"]
         if not isinstance(tool, str) or not tool:
-            raise Malformed("preToolUse event has no toolName")
+            raise Malformed(f"{name} event has no toolName")
         if "toolArgs" not in event:
-            raise Malformed("preToolUse event has no toolArgs")
-        return Call(agent_key(event), tool, _arguments(event["toolArgs"]))
+            raise Malformed(f"{name} event has no toolArgs")
+        call = (agent_key(event), tool, _arguments(event["toolArgs"]))
+        if "toolResult" in event:
+            return Outcome(*call, _result(event["toolResult"]))
+        return Call(*call)
     if "prompt" in event:
         key = agent_key(event)
         # A subagent's prompt is its parent's words, not a person's new intent.
@@ -84,6 +91,17 @@ def _arguments(args: Any) -> Any:
         return loads(args)
     except (ValueError, RecursionError):
         return args
+
+
+def _result(result: Any) -> Any:
+    """The text the model got, the shell's running number (`<shellId: 3 completed with
+    exit code 0>`, one more on every call) masked: a frozen poll's results are the same."""
+    text = result.get("textResultForLlm") if isinstance(result, dict) else None
+    if not isinstance(text, str):
+        return result
+    import re
+
+    return re.sub(r"<shellId: \d+", "<shellId: N", text)
 
 
 def answer(decision: Decision) -> str | None:
@@ -182,13 +200,16 @@ def without_ours(settings: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def with_ours(settings: dict[str, Any], command: str) -> dict[str, Any]:
-    """A copy with exactly one handler per event running `command` (ours replaced)."""
+def with_ours(
+    settings: dict[str, Any], command: str, events: tuple[str, ...] = SETTINGS_EVENTS
+) -> dict[str, Any]:
+    """A copy with exactly one handler per event of `events` running `command` (ours
+    replaced)."""
     from ._settings import HOOK_TIMEOUT
 
     result = without_ours(settings)
     hooks = dict(result.get("hooks") or {})
-    for event in SETTINGS_EVENTS:
+    for event in events:
         handler = {"type": "command", "bash": command, "timeoutSec": HOOK_TIMEOUT}
         hooks[event] = [*(hooks.get(event) or []), handler]
     return {"version": VERSION, **result, "hooks": hooks}

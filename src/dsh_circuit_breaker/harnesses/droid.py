@@ -40,6 +40,9 @@ answer = _pretooluse.answer
 SCOPES = ("user", "project")
 FILE_OPTION = "--settings"
 SETTINGS_EVENTS = _pretooluse.EVENTS
+# With results on: PostToolUse's `tool_response`, the output as droid hands it to the
+# model (`...[Process exited with code 0]`); droid sends none for a command that failed.
+POST_EVENTS = ("PostToolUse",)
 
 
 def probe_events(session: str) -> list[dict[str, Any]]:

@@ -17,8 +17,8 @@ milliseconds.
 
 from __future__ import annotations
 
-from . import Call, Malformed, Prompt
-from ._pretooluse import session_of
+from . import Call, Malformed, Outcome, Prompt
+from ._pretooluse import call_of, session_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,20 +47,23 @@ NOTE = (
 SCOPES = ("user", "project")
 FILE_OPTION = "--settings"
 SETTINGS_EVENTS = ("BeforeTool", "BeforeAgent")
+# With results on: AfterTool, whose `tool_response` is `{llmContent, returnDisplay,
+# error}`; its `llmContent` (what the model is sent, a failure's text too) is the result.
+POST_EVENTS = ("AfterTool",)
 # How Gemini CLI's own nudges to the model begin (`BeforeAgent` carries them as prompts).
 NUDGE = "[System: "
 HOOK_NAME = "dsh-circuit-breaker"  # what /hooks lists, and `/hooks disable` takes
 
 
-def parse(event: dict[str, Any]) -> Call | Prompt | None:
+def parse(event: dict[str, Any]) -> Call | Prompt | Outcome | None:
     name = event.get("hook_event_name")
     if name == "BeforeTool":
-        tool = event.get("tool_name")
-        if not isinstance(tool, str) or not tool:
-            raise Malformed("BeforeTool event has no tool_name")
-        if "tool_input" not in event:
-            raise Malformed("BeforeTool event has no tool_input")
-        return Call(session_of(event, name), tool, event["tool_input"])
+        return Call(*call_of(event, name, session_of))
+    if name == "AfterTool":
+        response = event.get("tool_response")
+        if not isinstance(response, dict):
+            raise Malformed("AfterTool event has no tool_response")
+        return Outcome(*call_of(event, name, session_of), response.get("llmContent", response))
     if name == "BeforeAgent":
         return None if _not_typed(event.get("prompt")) else Prompt(session_of(event, name))
     raise Malformed(f"unknown hook event {name!r}, allowed")
@@ -109,14 +112,16 @@ def probe_events(session: str) -> list[dict[str, Any]]:
     ]
 
 
-def with_ours(settings: dict[str, Any], command: str) -> dict[str, Any]:
+def with_ours(
+    settings: dict[str, Any], command: str, events: tuple[str, ...] = SETTINGS_EVENTS
+) -> dict[str, Any]:
     """Our handler, its command ending in `|| true`: Gemini CLI takes any exit status
     from 2 up, with stderr, as a denial, so a hook whose Python is gone (exit 127) would
     refuse every tool call and every prompt. The hook itself always exits 0."""
     from . import _settings
 
     handler = {"name": HOOK_NAME, "timeout": _settings.HOOK_TIMEOUT * 1000}
-    return _settings.with_ours(settings, f"{command} || true", SETTINGS_EVENTS, handler)
+    return _settings.with_ours(settings, f"{command} || true", events, handler)
 
 
 def gemini_home() -> Path:

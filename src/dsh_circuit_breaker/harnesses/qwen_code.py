@@ -12,7 +12,7 @@ included; only a request that starts from what the person submitted carries
 
 from __future__ import annotations
 
-from . import Prompt, _pretooluse
+from . import Outcome, Prompt, _pretooluse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,12 +35,18 @@ answer = _pretooluse.deny_only
 SCOPES = ("user", "project")
 FILE_OPTION = "--settings"
 SETTINGS_EVENTS = _pretooluse.EVENTS
+# With results on: PostToolUse's `tool_response.llmContent` (what the model is sent;
+# `returnDisplay` is the screen's, with a subagent's timings), PostToolUseFailure's `error`.
+POST_EVENTS = _pretooluse.POST_EVENTS
 
 
-def parse(event: dict[str, Any]) -> Call | Prompt | None:
+def parse(event: dict[str, Any]) -> Call | Prompt | Outcome | None:
     name = event.get("hook_event_name")
     if name != "UserPromptSubmit":
-        return _pretooluse.parse(event)
+        what = _pretooluse.parse(event)
+        if isinstance(what, Outcome) and isinstance(what.result, dict):
+            what.result = what.result.get("llmContent", what.result)
+        return what
     submitted = event.get("submitted_prompt")
     if event.get("agent_id") or not isinstance(submitted, str) or not submitted.strip():
         return None  # a tool result or a subagent's request going to the model
