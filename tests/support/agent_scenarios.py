@@ -276,7 +276,7 @@ def check_wire_budget(
 POLLS = 10  # how often the poller polls when nothing refuses it: past the limit of 6
 POLL_DONE = "the job is done"
 POLL_REFUSED = "my poll was refused; stopping here."
-POLL_DENIED = "Circuit breaker: this poll call was NOT run"
+POLL_DENIED = "Circuit breaker: NOT run, a repeat"
 
 
 @dataclass(frozen=True)
