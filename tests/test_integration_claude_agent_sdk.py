@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - only without the extra
 from dsh_circuit_breaker import CircuitBreaker, Config
 
 PREFIX = "PreToolUse:Bash hook error: "  # how the CLI frames a hook's deny reason
-DENIED = "Circuit breaker: this Bash call was NOT run"
+DENIED = "Circuit breaker: NOT run, a repeat"
 GIVE_UP = "I keep being refused; stopping here."
 
 
@@ -135,7 +135,7 @@ def check_loop(fake: FakeAnthropic, ran: Path) -> None:
     assert [r.is_error for r in results] == [False] * 6 + [True] * 2
     for refusal in results[6:]:
         assert refusal.text.startswith(PREFIX + DENIED)
-        assert "as often as allowed (runs: 6, limit: 6)" in refusal.text
+        assert "(runs: 6, limit: 6): this Bash call is identical" in refusal.text
     assert not fake.errors
 
 

@@ -31,7 +31,7 @@ ResultsOf = Callable[[dict[str, Any]], list[ToolResult]]
 Call = tuple[str, dict[str, Any], str]  # tool name, arguments, call id
 T = TypeVar("T")
 
-DENIED = "Circuit breaker: this search call was NOT run"  # how a refused search's result begins
+DENIED = "Circuit breaker: NOT run, a repeat"  # how a refused search's result begins
 GIVE_UP = "I keep being refused; stopping here."  # what the looping model ends with
 # The looping model reads this many refusals, then gives up on its own: fewer than the
 # default stopAfterDenials (3), so its run ends on its own answer, not on a stop. The stop
@@ -61,7 +61,7 @@ def assert_loop_refusal(text: str) -> None:
     """The text a refused repeat of the looping search must carry: the default refusal,
     naming the six identical calls that ran and the limit."""
     assert text.startswith(DENIED)
-    assert "as often as allowed (runs: 6, limit: 6)" in text
+    assert "(runs: 6, limit: 6): this search call is identical" in text
 
 
 def edit_test_cycle(edits: int) -> list[Call]:
@@ -276,7 +276,7 @@ def check_wire_budget(
 POLLS = 10  # how often the poller polls when nothing refuses it: past the limit of 6
 POLL_DONE = "the job is done"
 POLL_REFUSED = "my poll was refused; stopping here."
-POLL_DENIED = "Circuit breaker: this poll call was NOT run"
+POLL_DENIED = "Circuit breaker: NOT run, a repeat"
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,7 @@ class RanCalls:
 def refusal_text(decision: Decision) -> str:
     """What the model gets for a refused call: the breaker's text (never empty, as a
     framework may take an empty result for success)."""
-    return decision.message or "Circuit breaker: this call was NOT run."
+    return decision.message or "Circuit breaker: NOT run."
 
 
 def warn_allowed(where: str) -> None:
