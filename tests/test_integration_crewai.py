@@ -202,3 +202,17 @@ def test_each_crew_member_has_its_own_state_and_a_new_kickoff_starts_fresh() -> 
     assert len(ran) == 16
     assert not any(scenario.is_refusal(r.text) for r in server.tool_results())
     assert list(hooks.breaker.store.agents()) == []  # each kickoff's state dropped at its end
+
+
+def test_a_poll_whose_output_moves_runs_past_six_copies() -> None:
+    # Only the moving poll: CrewAI's own guard ends a task at the 5th call with the same
+    # arguments and the same result, before the breaker's 7th (docs/crewai.md).
+    poller = scenario.MOVING
+
+    def go(server: Any, tools: list[Any]) -> None:
+        with CrewAICircuitBreaker(config=poller.config):
+            agent = member(server, tools, "poller", max_iter=40)
+            task = Task(description="watch the job", expected_output="x", agent=agent)
+            Crew(agents=[agent], tasks=[task]).kickoff()
+
+    poller.drive(FakeOpenAI, lambda f: tool(f.__name__)(f), go, error_flag=False)

@@ -172,3 +172,13 @@ def test_each_workflow_agent_has_its_own_state_and_each_run_starts_fresh() -> No
         "second",
         "second",
     ]
+
+
+@pytest.mark.parametrize("poller", [scenario.MOVING, scenario.FROZEN, scenario.INTERLEAVED])
+def test_results_as_progress(poller: scenario.Poller) -> None:
+    def go(server: Any, tools: list[Any]) -> None:
+        agent = FunctionAgent(tools=tools, llm=llm(server))
+        guard(agent, LlamaIndexCircuitBreaker(config=poller.config))
+        run(agent, "go", max_iterations=40)
+
+    poller.drive(FakeOpenAI, lambda f: f, go, error_flag=False)  # chat completions: no flag

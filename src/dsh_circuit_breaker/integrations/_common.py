@@ -141,12 +141,21 @@ class RanCalls:
 
     async def observe(self, call_id: Hashable, result: Any) -> None:
         """In the post-tool hook: observe `result` for the call `add`ed under `call_id`."""
-        if not self._calls:  # off, or no allowed call outstanding: no lock
-            return
-        with self._lock:
-            call = self._calls.pop(call_id, None)
+        call = self._take(call_id)
         if call is not None:
             await aobserve(self.breaker, *call, result)
+
+    def observe_sync(self, call_id: Hashable, result: Any) -> None:
+        """`observe` for a framework whose post-tool hook is not a coroutine."""
+        call = self._take(call_id)
+        if call is not None:
+            self.breaker.observe(*call, result)
+
+    def _take(self, call_id: Hashable) -> Call | None:
+        if not self._calls:  # off, or no allowed call outstanding: no lock
+            return None
+        with self._lock:
+            return self._calls.pop(call_id, None)
 
 
 def refusal_text(decision: Decision) -> str:

@@ -43,6 +43,7 @@ from ..config import Config
 from ..stop import AgentStopped
 from ._common import (
     PendingStops,
+    RanCalls,
     make_breaker,
     model_arguments,
     refusal_text,
@@ -72,6 +73,7 @@ class CrewAICircuitBreaker:
     def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
         self.breaker = make_breaker(breaker, config)
         self._stops = PendingStops()
+        self._ran = RanCalls(self.breaker)  # allowed calls, till their result is observed
         self._refused: dict[int, tuple[dict[str, Any], str]] = {}  # id(tool_input) -> text
         self._runs: dict[int, tuple[Any, str]] = {}  # id(crew) -> (crew, this kickoff's id)
         self._run_agents: dict[str, set[str]] = {}  # kickoff id -> the agent ids it made
@@ -141,6 +143,8 @@ class CrewAICircuitBreaker:
             return None
         decision = self.breaker.check(agent, tool, arguments)
         if decision.allowed:
+            # Both hooks get the one tool_input dict: it names the call (see after_tool_call).
+            self._ran.add(id(context.tool_input), (agent, tool, arguments), decision)
             return None
         with self._lock:
             self._refused[id(context.tool_input)] = (context.tool_input, refusal_text(decision))
@@ -151,6 +155,7 @@ class CrewAICircuitBreaker:
         with self._lock:
             refused = self._refused.pop(id(context.tool_input), None)
         if refused is None or refused[0] is not context.tool_input:
+            self._ran.observe_sync(id(context.tool_input), context.tool_result)
             return None
         return refused[1]
 

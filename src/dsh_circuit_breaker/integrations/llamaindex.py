@@ -37,6 +37,7 @@ from ._common import (
     RecentAgents,
     acheck,
     areset,
+    arun_observed,
     make_breaker,
     model_arguments,
     refusal_text,
@@ -117,7 +118,10 @@ class GuardedTool(FunctionTool):
             warn_allowed("llamaindex guarded tool")
             return await self._run(ctx, *args, **kwargs)
         if decision.allowed:
-            return await self._run(ctx, *args, **kwargs)
+            name = self.metadata.get_name()
+            call = (self.guard.agent_id(self.agent, ctx), name, model_arguments(kwargs))
+            run = self._run(ctx, *args, **kwargs)
+            return await arun_observed(self.guard.breaker, call, run, _content)
         text = refusal_text(decision)
         return ToolOutput(
             content=text,
@@ -135,6 +139,11 @@ class GuardedTool(FunctionTool):
         if isinstance(inner, FunctionTool) and inner.requires_context and inner.ctx_param_name:
             kwargs[inner.ctx_param_name] = ctx
         return await inner.acall(*args, **kwargs)
+
+
+def _content(output: ToolOutput) -> Any:
+    """What of a tool's output the model reads: its content (an error output's too)."""
+    return output.content
 
 
 def guard(target: Any, guard: LlamaIndexCircuitBreaker | None = None) -> LlamaIndexCircuitBreaker:
