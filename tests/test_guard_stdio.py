@@ -365,7 +365,10 @@ def poll(guard: Guard, ident: str | dict[str, Any], outputs: Iterable[str]) -> l
     return allowed
 
 
-@pytest.mark.parametrize("keys", [{"resultProgress": True}, {}])
+OFF = {"resultProgress": False, "sameResultLimit": 0}  # results on by default: turned off
+
+
+@pytest.mark.parametrize("keys", [{"resultProgress": True}, {}, OFF])
 def test_results_move_a_poll_on_only_with_result_progress(keys: dict[str, Any]) -> None:
     guard = Guard()
     try:
@@ -381,7 +384,7 @@ def test_results_move_a_poll_on_only_with_result_progress(keys: dict[str, Any]) 
     assert code == 0 and stderr == ""
     refused_at_7th = [True] * 6 + [False] * 4
     assert frozen == refused_at_7th
-    assert moving == moving_anon == ([True] * 10 if keys else refused_at_7th)
+    assert moving == moving_anon == (refused_at_7th if keys == OFF else [True] * 10)
 
 
 def test_a_bad_result_never_answers_never_denies_and_warns_once() -> None:

@@ -1,7 +1,7 @@
 """js/guard.mjs reports results (issue 25): `decide` with the harness's call id keeps an
 allowed call, `Guard.resultOf` sends its result to the real guard process, which observes it
-as the `check` judged it. Nothing is kept or sent unless the guard's config observes
-results, and nothing a result does reaches the host as an exception."""
+as the `check` judged it. Nothing is kept or sent when the guard's config turns results
+off, and nothing a result does reaches the host as an exception."""
 
 from __future__ import annotations
 
@@ -94,8 +94,8 @@ def test_results_reach_the_guard_as_the_check_sent_the_call(tmp_path: Path) -> N
     ]
 
 
-def test_without_the_keys_nothing_is_kept_or_sent(tmp_path: Path) -> None:
-    found = client(tmp_path, {})
+def test_with_results_off_nothing_is_kept_or_sent(tmp_path: Path) -> None:
+    found = client(tmp_path, {"resultProgress": False, "sameResultLimit": 0})
     assert found["moving"] == "A" * 6 + "X" * 4
     assert found["interleaved"] == "A.A.A.A.A.A."
     assert (found["count"], found["kept"], found["warnings"]) == (0, 0, [])
