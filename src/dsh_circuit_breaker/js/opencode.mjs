@@ -57,11 +57,13 @@ export function circuitBreaker(recorded = {}) {
       },
       dispose: async () => guard.stop(),
     };
-    // What an allowed call returned (its title and output text), only where the config
-    // observes results. A tool that throws has no after event: its call goes without.
+    // What an allowed call returned (its output text), only where the config observes
+    // results. Not `output.title`: the task tool's, and Kilo's bash's, is the call's
+    // `description`, which ignoreArgs drops from the key; a frozen poll described anew each
+    // time made progress with it. A tool that throws has no after event: no result.
     if (observesResults(effective)) {
       hooks['tool.execute.after'] = async (call, output) => {
-        guard.resultOf(call?.callID, () => `${output?.title ?? ''}\n${output?.output ?? ''}`);
+        guard.resultOf(call?.callID, () => String(output?.output ?? ''));
       };
     }
     // A new prompt starts a new run: a stopped session may go on. In a top-level session
