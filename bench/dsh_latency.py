@@ -13,7 +13,8 @@ and recorded and none is denied.
    latency is the difference of the medians. Target: median under 1 ms.
 2. Whole tool-call time: session wall time / calls, with and without, as a ratio (this
    includes the model round trip and the bash process, so it is the user's view).
-3. With `--results`, both sides run the breaker, without and with `resultProgress: true`
+3. With `--results`, both sides run the breaker, with results off (`resultProgress: false`,
+   `sameResultLimit: 0`) and with `resultProgress: true`
    (the plugin's `tools/post-execute` listener reports each result: one more line to the
    guard, one more store write there).
 4. For reference, the guard's round trip from a plain Python client, outside DSH: back to
@@ -46,11 +47,14 @@ from support.dsh_runtime import (  # noqa: E402
 from support.fake_anthropic import tool_use  # noqa: E402
 
 TIMING_PLUGIN = HERE / "dsh_timing_plugin.mjs"
+RESULTS_OFF = {"resultProgress": False, "sameResultLimit": 0}  # both on by default
 
 
-def one_run(calls: int, with_breaker: bool, results: bool = False) -> tuple[list[float], float]:
-    """Per-call pre-execute microseconds, and wall seconds per tool call; `results`: the
-    breaker with resultProgress."""
+def one_run(
+    calls: int, with_breaker: bool, config: dict[str, Any] | None = None
+) -> tuple[list[float], float]:
+    """Per-call pre-execute microseconds, and wall seconds per tool call; `config`: more
+    keys for the breaker's entry."""
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         session = DshSession(Path(tmp))
         timings = Path(tmp) / "timings.tsv"
@@ -58,8 +62,8 @@ def one_run(calls: int, with_breaker: bool, results: bool = False) -> tuple[list
             "timing.yml", insert_row_for(TIMING_PLUGIN, {"path": str(timings)}, "bench-timing")
         )
         if with_breaker:
-            config = {"python": sys.executable, **({"resultProgress": True} if results else {})}
-            session.add_patch("breaker.yml", insert_row(config))
+            entry = {"python": sys.executable, **(config or {})}
+            session.add_patch("breaker.yml", insert_row(entry))
         turns: list[Any] = [
             tool_use("bash", {"command": f"echo {i}", "description": "Count"}) for i in range(calls)
         ]
@@ -125,12 +129,13 @@ def main() -> int:
     without: list[float] = []
     wall_with: list[float] = []
     wall_without: list[float] = []
+    on = {"resultProgress": True} if args.results else None
     for _ in range(args.rounds):
         # Alternate, so drift on the machine hits both sides alike.
-        t, w = one_run(args.calls, with_breaker=args.results)
+        t, w = one_run(args.calls, with_breaker=args.results, config=RESULTS_OFF)
         without += t
         wall_without.append(w)
-        t, w = one_run(args.calls, with_breaker=True, results=args.results)
+        t, w = one_run(args.calls, with_breaker=True, config=on)
         with_us += t
         wall_with.append(w)
 

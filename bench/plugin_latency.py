@@ -15,7 +15,8 @@ hooks' SQLite file), once without it (the baseline). Every tool call is a new on
    medians with and without it.
 2. Whole tool-call time: (session wall time) / calls, with and without, as a ratio; the
    user's view (start-up, the model round trip and bash included).
-3. With `--results`, both sides run the breaker, without and with `resultProgress: true`:
+3. With `--results`, both sides run the breaker, with results off (`resultProgress: false`,
+   `sameResultLimit: 0`) and with `resultProgress: true`:
    what reporting each call's result (the harness's after-tool event, one more line to
    the guard, one more store write there) adds. The handler time then includes a check
    that waits for the guard to finish recording the previous call's result.
@@ -49,6 +50,7 @@ from support.installed import Installed, the_venv  # noqa: E402
 from support.plugin_harnesses import E2E_BIN, HARNESSES, Harness  # noqa: E402
 
 TIMING = (HERE / "plugin_timing.mjs").as_uri()
+RESULTS_OFF = {"resultProgress": False, "sameResultLimit": 0}  # both on by default
 
 
 def timer(role: str, kind: str) -> str:
@@ -140,7 +142,7 @@ def bench(name: str, calls: int, rounds: int, waiter: str | None, results: bool)
     wall_without: list[float] = []
     on = {"resultProgress": True} if results else None
     for _ in range(rounds):  # alternate, so drift on the machine hits both sides alike
-        t, w = one_run(name, calls, with_breaker=results)
+        t, w = one_run(name, calls, with_breaker=results, config=RESULTS_OFF)
         without += t
         wall_without.append(w)
         t, w = one_run(name, calls, with_breaker=waiter is None, waiter=waiter, config=on)
