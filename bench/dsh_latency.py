@@ -47,7 +47,8 @@ from support.dsh_runtime import (  # noqa: E402
 from support.fake_anthropic import tool_use  # noqa: E402
 
 TIMING_PLUGIN = HERE / "dsh_timing_plugin.mjs"
-RESULTS_OFF = {"resultProgress": False, "sameResultLimit": 0}  # both on by default
+# Named explicitly: the default has changed before.
+RESULTS_OFF = {"resultProgress": False, "sameResultLimit": 0}
 
 
 def one_run(

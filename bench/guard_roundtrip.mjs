@@ -8,8 +8,8 @@
 // (A Bun-compiled binary such as OpenCode's runs a script as `bun` would with BUN_BE_BUN=1.)
 // `results`: with resultProgress, each call's result is reported after its check, as the
 // adapters do from their after-tool event; the report's own time (what the host's event
-// waits) is printed too. `off`: results off (resultProgress false, sameResultLimit 0; both
-// are on by default). STATE: the guard's state URL (default: memory).
+// waits) is printed too. `off`: results off (resultProgress false, sameResultLimit 0, named
+// whatever the default). STATE: the guard's state URL (default: memory).
 import { startGuard } from '../src/dsh_circuit_breaker/js/guard.mjs';
 
 const [python, gapArg = '80', callsArg = '100', mode = '', state] = process.argv.slice(2);

@@ -1,6 +1,7 @@
 """What each framework integration adds to a tool call, inside the real framework.
 
     .venv/bin/python bench/integrations.py [--calls 200] [--rounds 5] [--only langgraph,agno]
+        [--set resultProgress=true]
 
 For each framework, one agent with a scripted model makes `--calls` tool calls, each a
 new one (`search(query=<n>)`, so every call is checked and recorded and none is refused),
@@ -8,8 +9,10 @@ then answers with text. The same run is timed with the breaker and without it (t
 baseline, same framework, same script), alternating, `--rounds` times each; the table
 shows the fastest round's wall time per tool call of each (the least disturbed by other
 work on the machine), their ratio, the difference in microseconds per call, and the ratio
-of the medians. The model is in-process, so this is the framework's own overhead
-plus the breaker's: with a real model the ratio is far closer to 1.
+of the medians. With `--set KEY=VALUE` the baseline is the breaker with the defaults and
+the other run adds those keys, so the difference is what they cost (`resultProgress`: the
+result observed and digested after every call). The model is in-process, so this is the
+framework's own overhead plus the breaker's: with a real model the ratio is far closer to 1.
 
 The Claude Agent SDK's run time is dominated by the CLI subprocess, so for it only the
 hook callback is timed, awaited in a loop, against a hook that returns {} at once.
@@ -25,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-Runner = Callable[[bool], None]  # run(with_breaker)
+Runner = Callable[[Any], None]  # run(config): a breaker with that Config, or None for none
 
 
 def pydantic_ai(calls: int) -> Runner:
@@ -43,8 +46,8 @@ def pydantic_ai(calls: int) -> Runner:
             )
         return ModelResponse(parts=[TextPart("done")])
 
-    def run(with_breaker: bool) -> None:
-        caps = [CircuitBreakerCapability()] if with_breaker else []
+    def run(config: Any) -> None:
+        caps = [CircuitBreakerCapability(config=config)] if config is not None else []
         agent = Agent(FunctionModel(respond), capabilities=caps)
         agent.tool_plain(lambda query: "r", name="search")
         agent.run_sync("go", usage_limits=_pydantic_limits(calls))
@@ -91,8 +94,8 @@ def langchain(calls: int) -> Runner:
         """Search."""
         return "r"
 
-    def run(with_breaker: bool) -> None:
-        middleware = [CircuitBreakerMiddleware()] if with_breaker else []
+    def run(config: Any) -> None:
+        middleware = [CircuitBreakerMiddleware(config=config)] if config is not None else []
         agent = create_agent(Scripted(), [search], middleware=middleware)
         agent.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": 4 * calls + 20})
 
@@ -119,13 +122,13 @@ def langgraph(calls: int) -> Runner:
         """Search."""
         return "r"
 
-    def run(with_breaker: bool) -> None:
+    def run(config: Any) -> None:
         graph = StateGraph(MessagesState)
         graph.add_node("agent", agent)
         graph.add_edge(START, "agent")
         graph.add_conditional_edges("agent", tools_condition)
-        if with_breaker:
-            graph.add_node("tools", CircuitBreakerToolWrapper().tool_node([search]))
+        if config is not None:
+            graph.add_node("tools", CircuitBreakerToolWrapper(config=config).tool_node([search]))
             graph.add_conditional_edges("tools", after_tools("agent"))
         else:
             graph.add_node("tools", ToolNode([search]))
@@ -152,7 +155,7 @@ def openai_agents(calls: int) -> Runner:
             return [function_call("search", {"query": str(n)}, call_id=f"c{n}")]
         return [assistant_message("done")]
 
-    def run(with_breaker: bool) -> None:
+    def run(config: Any) -> None:
         @function_tool
         def search(query: str) -> str:
             """Search."""
@@ -160,8 +163,8 @@ def openai_agents(calls: int) -> Runner:
 
         model = ScriptedModel([ModelStep.respond(respond)] * (calls + 1))
         agent = Agent(name="bench", model=model, tools=[search])
-        if with_breaker:
-            guard_agent(agent)
+        if config is not None:
+            guard_agent(agent, config=config)
         Runner.run_sync(agent, "go", max_turns=calls + 5)
 
     return run
@@ -208,8 +211,8 @@ def strands(calls: int) -> Runner:
         """
         return "r"
 
-    def run(with_breaker: bool) -> None:
-        hooks = [CircuitBreakerHooks()] if with_breaker else []
+    def run(config: Any) -> None:
+        hooks = [CircuitBreakerHooks(config=config)] if config is not None else []
         Agent(model=Scripted(), tools=[search], hooks=hooks, callback_handler=None)("go")
 
     return run
@@ -242,9 +245,9 @@ def google_adk(calls: int) -> Runner:
         """Search."""
         return "r"
 
-    def run(with_breaker: bool) -> None:
+    def run(config: Any) -> None:
         agent = LlmAgent(name="bench", model=Scripted(), tools=[search])
-        plugins = [CircuitBreakerPlugin()] if with_breaker else []
+        plugins = [CircuitBreakerPlugin(config=config)] if config is not None else []
         runner = InMemoryRunner(app=App(name="bench", root_agent=agent, plugins=plugins))
 
         async def go() -> None:
@@ -303,8 +306,8 @@ def agno(calls: int) -> Runner:
         """Search."""
         return "r"
 
-    def run(with_breaker: bool) -> None:
-        hooks = [CircuitBreakerToolHook()] if with_breaker else None
+    def run(config: Any) -> None:
+        hooks = [CircuitBreakerToolHook(config=config)] if config is not None else None
         agent = Agent(
             model=Scripted(id="scripted"), tools=[search], tool_hooks=hooks, telemetry=False
         )
@@ -342,8 +345,8 @@ def agent_framework(calls: int) -> Runner:
         """Search."""
         return "r"
 
-    def run(with_breaker: bool) -> None:
-        middleware = circuit_breaker_middleware() if with_breaker else None
+    def run(config: Any) -> None:
+        middleware = circuit_breaker_middleware(config=config) if config is not None else None
         client = Scripted(function_invocation_configuration={"max_iterations": calls + 10})
         agent = Agent(client=client, tools=[search], middleware=middleware)
         out = asyncio.run(agent.run("go"))
@@ -454,6 +457,46 @@ FRAMEWORKS: dict[str, Callable[[int], Runner]] = {
 }
 
 
+def observe_cost(calls: int, config: Any) -> tuple[float, float]:
+    """Microseconds per call outside any framework, in memory: `check` alone with the
+    defaults, and `check` then `observe` of a poll-like result with `config`. New calls
+    each time, the cap off, so every one is allowed and its result recorded."""
+    from dsh_circuit_breaker import CircuitBreaker, Config
+
+    result = "job 7: 3 books ingested, checked at 04:44:05"
+
+    def timed(breaker: CircuitBreaker, observe: bool) -> float:
+        started = time.perf_counter()
+        for n in range(calls):
+            arguments = {"query": str(n)}
+            breaker.check("agent", "search", arguments)
+            if observe:
+                breaker.observe("agent", "search", arguments, result)
+        return (time.perf_counter() - started) / calls * 1e6
+
+    plain = Config.from_mapping({"maxCallsPerAgent": 0})
+    keys = Config.from_mapping({"maxCallsPerAgent": 0}, base=config)
+    best = [
+        min(timed(CircuitBreaker(c), o) for _ in range(5))
+        for c, o in ((plain, False), (keys, True))
+    ]
+    return best[0], best[1]
+
+
+def _configs(keys: list[str]) -> tuple[Any, Any]:
+    """(baseline, guarded) configs: none and the defaults, or with `keys` (KEY=VALUE) the
+    defaults and the defaults plus those keys."""
+    from dsh_circuit_breaker import Config
+
+    if not keys:
+        return None, Config()
+    values = {}
+    for item in keys:
+        key, _, value = item.partition("=")
+        values[key] = json.loads(value)
+    return Config(), Config.from_mapping(values)
+
+
 def main() -> None:
     import logging
 
@@ -462,29 +505,45 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--only", help="comma-separated framework names (default: all)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config keys for the breaker (JSON values); the baseline is then the breaker "
+        "with the defaults, so 'added us' is what the keys cost",
+    )
     args = parser.parse_args()
     chosen = args.only.split(",") if args.only else list(FRAMEWORKS)
-    print(f"{args.calls} new tool calls per run, {args.rounds} rounds; per tool call:")
+    baseline, guard = _configs(args.set)
+    against = "the breaker with the defaults" if args.set else "no breaker"
+    print(f"{args.calls} new tool calls per run, {args.rounds} rounds, against {against}:")
     print(
         f"{'framework':<15}{'baseline ms':>13}{'breaker ms':>12}{'ratio':>8}"
         f"{'added us':>10}{'median ratio':>14}"
     )
     for name in chosen:
         run = FRAMEWORKS[name](args.calls)
-        run(True)  # warm up imports and caches for both
-        run(False)
+        run(guard)  # warm up imports and caches for both
+        run(baseline)
         base: list[float] = []
         guarded: list[float] = []
         for _ in range(args.rounds):
-            for with_breaker, out in ((False, base), (True, guarded)):
+            for config, out in ((baseline, base), (guard, guarded)):
                 started = time.perf_counter()
-                run(with_breaker)
+                run(config)
                 out.append((time.perf_counter() - started) / args.calls)
         b, g = min(base), min(guarded)
         median_ratio = statistics.median(guarded) / statistics.median(base)
         print(
             f"{name:<15}{b * 1e3:>13.3f}{g * 1e3:>12.3f}{g / b:>8.3f}"
             f"{(g - b) * 1e6:>10.1f}{median_ratio:>14.3f}"
+        )
+    if args.set:
+        alone, observed = observe_cost(20_000, guard)
+        print(
+            f"outside a framework: check {alone:.1f} us per call; check + observe with the "
+            f"keys {observed:.1f} us (a 45-character poll result)"
         )
     if args.only:
         return

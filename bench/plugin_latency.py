@@ -50,7 +50,8 @@ from support.installed import Installed, the_venv  # noqa: E402
 from support.plugin_harnesses import E2E_BIN, HARNESSES, Harness  # noqa: E402
 
 TIMING = (HERE / "plugin_timing.mjs").as_uri()
-RESULTS_OFF = {"resultProgress": False, "sameResultLimit": 0}  # both on by default
+# Named explicitly: the default has changed before.
+RESULTS_OFF = {"resultProgress": False, "sameResultLimit": 0}
 
 
 def timer(role: str, kind: str) -> str:

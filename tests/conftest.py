@@ -9,6 +9,7 @@ broken install can never turn into a quietly green run.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,38 @@ def require(available: bool, what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} is required under CI but is missing")
     pytest.skip(f"{what} is not installed here")
+
+
+# Side venvs (pyproject.toml's side-NAME extras): a framework that cannot install beside the
+# test extra has its tests marked `side("NAME")`. The main run deselects them (pytest says how
+# many); scripts/test runs them with .installed/side-NAME's Python and `--side NAME`, which
+# keeps only those. There `require` still fails under CI, and a run that keeps none exits 5,
+# so they cannot pass by not running.
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--side", metavar="NAME", help="run only the tests marked side(NAME) (scripts/test)"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "side(name): runs in the side venv NAME only")
+    if config.getoption("--side"):
+        import dsh_circuit_breaker
+
+        if not dsh_circuit_breaker.__file__.startswith(sys.prefix):  # the wheel, not src/
+            raise pytest.UsageError(f"--side: {dsh_circuit_breaker.__file__} is not installed")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    side = config.getoption("--side")
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        mark = item.get_closest_marker("side")
+        (keep if (mark.args[0] if mark else None) == side else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 # The calibration corpus beside the repository (../shared/corpus): real transcripts.

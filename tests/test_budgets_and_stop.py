@@ -33,8 +33,10 @@ def test_web_search_budget_of_12_refuses_the_13th_with_the_budget_text() -> None
     assert refused.message == DEFAULT_MESSAGES["budget"].format(
         tool="web_search", count=12, limit=12, kind="budget"
     )
-    assert "web_search call was NOT run" in refused.message
-    assert "used up its budget for web_search (made: 12, limit: 12)" in refused.message
+    assert refused.message.startswith("Circuit breaker: NOT run, web_search budget used up")
+    assert "(made: 12, limit: 12): this agent has used up its budget for web_search" in (
+        refused.message
+    )
     # Other tools are not under the budget.
     assert breaker.check("a", "read_file", {"path": "x"}).allowed
 

@@ -27,7 +27,7 @@ from support.fake_anthropic import FakeAnthropic, tool_use
 from support.guard_service import Service, metric_samples, state_dir
 from support.installed import Installed
 
-DENIAL_START = "Circuit breaker: this Bash call was NOT run."
+DENIAL_START = "Circuit breaker: NOT run, a repeat (runs: 6, limit: 6): this Bash call"
 pytestmark = pytest.mark.timeout(300)  # one CLI run per test (240 s at most)
 MARKER = """import os, sys
 with open(os.environ["PYTHON_START_LOG"], "a") as log:

@@ -31,7 +31,7 @@ def test_demo_shows_six_allowed_four_denied_the_text_and_the_incident() -> None:
         r"^call +(\d+): .*->  (allowed|DENIED \(duplicate\))$", result.stdout, re.M
     )
     assert [v for _, v in verdicts] == ["allowed"] * 6 + ["DENIED (duplicate)"] * 4
-    assert "already run as often as allowed (runs: 6, limit: 6)" in result.stdout
+    assert "NOT run, a repeat (runs: 6, limit: 6)" in result.stdout
     assert "this agent is being stopped" in result.stdout  # the 9th call stops it
     incidents = [json.loads(line) for line in result.stdout.strip().splitlines()[-2:]]
     assert [i["kind"] for i in incidents] == ["duplicate", "stop"]

@@ -318,3 +318,43 @@ def test_cap_text_reaches_the_model(cline: Path, installed: Installed) -> None:
         run(model, "Do five different things.")
     assert side_lines(side) == ["0", "1", "2"]
     assert results_in_next_requests(model, calls[3:]) == [refusal("cap", 3, 3)] * 2
+
+
+def test_the_leads_run_on_its_teammates_report_keeps_counting(
+    cline: Path, installed: Installed
+) -> None:
+    # Agent teams (on by default): the lead hands a teammate a task to run in the
+    # background, works on, and ends its run; Cline then starts the lead's next run by
+    # itself with the teammate's report. That run is no prompt of the person's (issue 24):
+    # the lead's count goes on.
+    run = Run(installed)
+    side = run.work / "side.txt"
+    cycle = [run_commands(f"echo {w} >> {side}") for _ in range(6) for w in "ab"]
+    after = [run_commands(f"echo {w} >> {side}") for w in "aba"]
+    lead = [
+        function_call("team_spawn_teammate", {"agentId": "helper", "rolePrompt": "You help."}),
+        function_call(
+            "team_run_task", {"agentId": "helper", "task": "Say hi.", "runMode": "async"}
+        ),
+        *cycle,
+        "Waiting for the helper.",
+        *after,
+        "All done.",
+    ]
+    turns = iter(lead)
+
+    def respond(body: dict[str, Any]) -> Any:
+        system = [m for m in body.get("messages") or [] if m.get("role") == "system"]
+        if "You help." in json.dumps(system):
+            return "Hi from the helper."
+        return next(turns, "All done.")
+
+    with FakeOpenAI([], after=respond) as model:
+        events = run(model, "Spawn a helper, then run the commands.")
+        results = results_in_next_requests(model, after)
+    reports = [m for body in model.model_requests for m in body.get("messages") or []]
+    assert any("System-delivered teammate async run updates" in json.dumps(m) for m in reports)
+    # The 7th `a` is the 6th since `b`'s first (new) call, and runs; then two refusals.
+    assert side_lines(side) == ["a", "b"] * 6 + ["a"]
+    assert results[1:] == [refusal("duplicate", 6, 6)] * 2
+    assert finish_reason(events) == "completed"

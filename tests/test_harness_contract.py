@@ -99,7 +99,7 @@ def test_captured_probe_denies_the_seventh_call_and_stops_at_the_ninth(
     tool = calls[6][1].tool
     denials = [json.loads(output) for output in outputs[6:9]]
     message = _find_message(denials[0])
-    assert message.startswith(f"Circuit breaker: this {tool} call was NOT run.")
+    assert message == render(DEFAULT_MESSAGES["duplicate"], tool, "duplicate", 6, 6)
     assert denials[:2] == [expected(name, message)] * 2
     # The third refusal in a row (stopAfterDenials 3) is a stop, with the rendered reason.
     reason = render(DEFAULT_MESSAGES["stop"], tool, "duplicate", 3, 3)
@@ -119,7 +119,7 @@ def expected(name: str, message: str, stop_reason: str | None = None) -> Any:
 @pytest.mark.parametrize("name", NAMES)
 def test_a_stop_answer_still_refuses(name: str) -> None:
     harness = load(name)
-    message = 'Circuit breaker: this Bash call was NOT run. "quoted" \\ text'
+    message = 'Circuit breaker: NOT run, a repeat. "quoted" \\ text'
     reason = "Circuit breaker: this agent is being stopped \u2014 why"
     stop = Decision(False, "duplicate", message, 6, 6, stop=True, stop_reason=reason)
     answered = json.loads(harness.answer(stop))

@@ -222,7 +222,8 @@ def test_install_adds_the_post_tool_hook_only_with_results(name: str, tmp_path: 
         return set(found)
 
     post = set(harness.POST_EVENTS)  # type: ignore[attr-defined]
-    config.write_text(json.dumps({"resultProgress": False}))
+    off = json.dumps({"resultProgress": False, "sameResultLimit": 0})  # calls alone
+    config.write_text(off)
     done = cli("install", "--config", str(config))
     assert done.returncode == 0 and "results:" not in done.stdout, done.stderr
     assert ours() == set(harness.SETTINGS_EVENTS)
@@ -236,7 +237,7 @@ def test_install_adds_the_post_tool_hook_only_with_results(name: str, tmp_path: 
     doctor = cli("doctor")
     assert doctor.returncode == 0 and "PROBLEM" not in doctor.stdout, doctor.stdout
     assert "results on: the post-tool hook is installed" in doctor.stdout
-    config.write_text(json.dumps({}))  # results off again: the hook costs a process for nothing
+    config.write_text(off)  # results off again: the hook costs a process for nothing
     doctor = cli("doctor")
     assert doctor.returncode == 0 and "observes no results" in doctor.stdout, doctor.stdout
     assert cli("install", "--config", str(config)).returncode == 0

@@ -42,8 +42,8 @@ def test_probe_six_run_then_denied_with_exact_shape(tmp_path: Path) -> None:
         assert specific["hookEventName"] == "PreToolUse"
         assert specific["permissionDecision"] == "deny"
         reason = specific["permissionDecisionReason"]
-        assert reason.startswith("Circuit breaker: this Bash call was NOT run.")
-        assert "as often as allowed (runs: 6, limit: 6)" in reason
+        assert reason.startswith("Circuit breaker: NOT run, a repeat (runs: 6, limit: 6)")
+        assert "this Bash call is identical" in reason
     # The default state and incident log live in the XDG state directory, owner-only.
     directory = state_dir(tmp_path)
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700

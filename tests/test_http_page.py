@@ -57,7 +57,8 @@ def test_the_page_shows_an_agent_its_denial_and_resets_it(
     assert seen["status"] == 200 and seen["title"] == "dsh-circuit-breaker: live"
     assert seen["first"] == {"status": 200, "body": ""}
     assert seen["afterFirst"] == "ok"
-    assert "Circuit breaker: this Bash call was NOT run." in seen["denied"]["body"]
+    denied = "Circuit breaker: NOT run, a repeat (runs: 6, limit: 6): this Bash call"
+    assert denied in seen["denied"]["body"]
     assert seen["denialShownMs"] < 1000, seen  # polled every 500 ms
     assert seen["denialCells"] == ["6/300", "6/6", "1"]  # calls, top repeat, denials
     # Listed first though the quiet agent called later; what it repeated, in the guard's

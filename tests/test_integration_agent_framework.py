@@ -184,3 +184,11 @@ def test_each_run_starts_fresh_unless_state_should_follow_the_session() -> None:
     fresh = circuit_breaker_middleware()
     assert len(two_runs_in_one_session(fresh)) == 12
     assert list(fresh[0].breaker.store.agents()) == []  # each run's state dropped at its end
+
+
+@pytest.mark.parametrize("poller", [scenario.MOVING, scenario.FROZEN])
+def test_results_as_progress(poller: scenario.Poller) -> None:
+    def go(server: Any, tools: list[Any]) -> None:
+        run(agent(server, tools, circuit_breaker_middleware(config=poller.config)), "go")
+
+    poller.drive(FakeOpenAI, lambda f: f, go, error_flag=False)

@@ -231,3 +231,19 @@ def test_a_new_run_starts_fresh_and_old_runs_are_dropped(monkeypatch: pytest.Mon
         a.run("go")
         a.run("again")
     assert len(ran) == 6
+
+
+@pytest.mark.parametrize(
+    ("poller", "mode"),
+    [
+        (scenario.MOVING, "sync"),
+        (scenario.MOVING, "async"),
+        (scenario.FROZEN, "async"),
+        (scenario.INTERLEAVED, "sync"),
+    ],
+)
+def test_results_as_progress(poller: scenario.Poller, mode: str) -> None:
+    def go(server: ScriptedServer, tools: list[Any]) -> None:
+        run(agent(server, tools, CircuitBreakerToolHook(config=poller.config)), "go", mode)
+
+    poller.drive(FakeAnthropic, lambda f: f, go, error_flag=False)  # Agno sends no flag

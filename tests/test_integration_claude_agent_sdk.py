@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - only without the extra
 from dsh_circuit_breaker import CircuitBreaker, Config
 
 PREFIX = "PreToolUse:Bash hook error: "  # how the CLI frames a hook's deny reason
-DENIED = "Circuit breaker: this Bash call was NOT run"
+DENIED = "Circuit breaker: NOT run, a repeat"
 GIVE_UP = "I keep being refused; stopping here."
 
 
@@ -135,7 +135,7 @@ def check_loop(fake: FakeAnthropic, ran: Path) -> None:
     assert [r.is_error for r in results] == [False] * 6 + [True] * 2
     for refusal in results[6:]:
         assert refusal.text.startswith(PREFIX + DENIED)
-        assert "as often as allowed (runs: 6, limit: 6)" in refusal.text
+        assert "(runs: 6, limit: 6): this Bash call is identical" in refusal.text
     assert not fake.errors
 
 
@@ -302,3 +302,35 @@ def test_hook_output_and_bad_input_without_the_cli() -> None:
     default_hook = ClaudeCircuitBreaker().pre_tool_use
     for _ in range(10):
         assert asyncio.run(default_hook(todo, "toolu_2", context)) == {}
+
+
+# The job's state: one more book at each poll, or stuck at three; the clock moves in both.
+POLL_MOVING = 'n=$(($(cat n 2>/dev/null || echo 0) + 1)); echo $n > n; echo "$n books, 04:44:0$n"'
+POLL_FROZEN = 'n=$(($(cat n 2>/dev/null || echo 0) + 1)); echo $n > n; echo "3 books, 04:44:0$n"'
+
+
+@pytest.mark.parametrize(("command", "refused_at"), [(POLL_MOVING, None), (POLL_FROZEN, 7)])
+def test_results_as_progress(command: str, refused_at: int | None, tmp_path: Path) -> None:
+    polls = 9
+
+    def respond(body: dict[str, Any]) -> Any:
+        seen = since_prompt(body)
+        if seen and seen[-1].text.startswith(PREFIX):
+            return GIVE_UP
+        return tool_use("Bash", {"command": command}) if len(seen) < polls else "job done"
+
+    hooks = circuit_breaker_hooks(config=Config.from_mapping({"resultProgress": True}))
+    assert "PostToolUse" in hooks and "PostToolUseFailure" in hooks
+    with FakeAnthropic(after=respond) as fake:
+        asyncio.run(run_query("PROMPT watch", options(fake, tmp_path, hooks)))
+    results = fake.tool_results()
+    ran = int((tmp_path / "n").read_text())
+    if refused_at is None:
+        assert ran == polls and not any(r.is_error for r in results)
+    else:
+        assert ran == refused_at - 1  # the refused poll never ran
+        refused = fake.result_in_next_request(results[-1].call_id)
+        assert refused.is_error and refused.text.startswith(PREFIX + DENIED)
+        assert "(runs: 6, limit: 6)" in refused.text
+    assert len(results) == (refused_at or polls)
+    assert not fake.errors

@@ -202,3 +202,14 @@ def test_every_react_in_a_program_is_guarded_under_its_attribute_path() -> None:
     guard(program)
     assert type(program.researcher.tools["web_search"]).__name__ == "GuardedTool"
     assert len(program.researcher.callbacks) == 1
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("poller", [scenario.MOVING, scenario.FROZEN, scenario.INTERLEAVED])
+def test_results_as_progress(poller: scenario.Poller, mode: str) -> None:
+    def go(server: Any, tools: list[Any]) -> None:
+        module = guard(react(tools, max_iters=40), config=poller.config)
+        ask(server, module, "go", mode)
+
+    # ReAct's own last request extracts the answer from the trajectory.
+    poller.drive(FakeDSPy, lambda f: f, go, error_flag=False, extra_requests=1)

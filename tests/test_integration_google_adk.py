@@ -272,3 +272,13 @@ def test_new_message_resets_unless_configured_not_to() -> None:
     # Another session of the same user and agent is another agent.
     run_sync(runner, "go", session="s2")
     assert len(ran) == 12
+
+
+@pytest.mark.parametrize("poller", [scenario.MOVING, scenario.FROZEN])
+def test_results_as_progress(poller: scenario.Poller) -> None:
+    def go(server: Any, tools: list[Any]) -> None:
+        agent = LlmAgent(name="poller", model=gemini(server), tools=tools)
+        plugin = CircuitBreakerPlugin(config=poller.config)
+        asyncio.run(run_async(runner_for(agent, plugin), "watch job 7"))
+
+    poller.drive(FakeGemini, lambda f: f, go, error_flag=True)  # ADK sends {"error": ...}

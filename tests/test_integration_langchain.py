@@ -280,3 +280,13 @@ def test_new_invocation_resets_unless_configured_not_to() -> None:
     agent.invoke({"messages": [HumanMessage("again")]}, thread)
     assert len(ran) == 12
     assert list(fresh.breaker.store.agents()) == []
+
+
+@pytest.mark.parametrize("poller", [scenario.MOVING, scenario.FROZEN, scenario.INTERLEAVED])
+def test_results_as_progress(poller: scenario.Poller) -> None:
+    def go(server: ScriptedServer, tools: list[Any]) -> None:
+        middleware = CircuitBreakerMiddleware(config=poller.config)
+        agent = create_agent(chat_model(server), tools, middleware=[middleware])
+        agent.invoke({"messages": [HumanMessage("watch job 7")]})
+
+    poller.drive(FakeAnthropic, tool, go, error_flag=True)

@@ -265,3 +265,13 @@ def test_per_prompt_state_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         for n in range(5):
             run(app, f"prompt {n}")
     assert len(list(guard.breaker.store.agents())) == 2
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("poller", [scenario.MOVING, scenario.FROZEN])
+def test_results_as_progress(poller: scenario.Poller, mode: str) -> None:
+    def go(server: ScriptedServer, tools: list[Any]) -> None:
+        guard = CircuitBreakerToolWrapper(config=poller.config)
+        run(graph(chat_model(server), tools, guard), "watch job 7", mode)
+
+    poller.drive(FakeOpenAI, tool, go, error_flag=False)

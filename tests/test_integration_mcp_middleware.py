@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from conftest import require
+from dsh_circuit_breaker import CircuitBreaker, Config
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
 
 SUPPORT = Path(__file__).resolve().parent / "support"
@@ -124,7 +125,7 @@ def test_new_calls_exempt_tools_and_other_methods_pass(sdk: str, mode: str, tmp_
             return tools, flags, await client.call_tool("report", {"n": 1})
 
     tools, flags, refused = run(go())
-    assert tools == ["report", "search", "todo_write"]
+    assert tools == ["poll", "report", "search", "todo_write"]
     assert flags == [False] * 22
     # A refused tool with an output schema: the client took an error result with no
     # structured content as valid.
@@ -200,3 +201,46 @@ def test_a_failing_agent_id_allows_the_call_with_a_warning(
     assert run(go()) == [False] * 8
     assert runs(tmp_path / "runs") == ["q"] * 8
     assert "call allowed" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("job", "keys", "interleaved", "refused_at"),
+    [
+        ("moving", {"resultProgress": True}, False, None),  # the poll moves: never refused
+        ("failing", {"resultProgress": True}, False, None),  # an error result that moves
+        ("frozen", {"resultProgress": True}, False, 7),
+        ("frozen", {"sameResultLimit": 6}, True, 7),  # new calls between: stuck all the same
+    ],
+)
+def test_results_as_progress(
+    sdk: str,
+    mode: str,
+    job: str,
+    keys: dict[str, Any],
+    interleaved: bool,
+    refused_at: int | None,
+    tmp_path: Path,
+) -> None:
+    """Ten polls of one job, a new search between any two if `interleaved`: every poll's
+    result reaches the breaker, so a moving one runs on and a frozen one is refused."""
+    server = guarded_server(sdk, tmp_path / "runs")
+    server.guard.breaker = CircuitBreaker(Config.from_mapping(keys))
+
+    async def go() -> list[CallToolResult]:
+        polls = []
+        async with connect(server, mode) as client:
+            for k in range(10):
+                if interleaved:
+                    await client.call_tool("search", {"query": f"q{k}"})
+                polls.append(await client.call_tool("poll", {"job": job}))
+        return polls
+
+    polls = run(go())
+    ran = runs(tmp_path / "runs").count(f"poll {job}")
+    if refused_at is None:
+        assert ran == 10
+        assert not any(refusal("poll") == text(r) for r in polls)
+    else:
+        assert ran == refused_at - 1  # the refused polls never reached the tool
+        assert [text(r) for r in polls[refused_at - 1 :]] == [refusal("poll")] * 4
+        assert all("books ingested" in text(r) for r in polls[: refused_at - 1])

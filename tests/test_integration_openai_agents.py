@@ -325,3 +325,13 @@ def test_a_failing_agent_id_fails_open(caplog: pytest.LogCaptureFixture) -> None
     assert len(ran) == 8
     assert result.final_output == "done"
     assert "call allowed" in caplog.text
+
+
+@pytest.mark.parametrize("poller", [scenario.MOVING, scenario.FROZEN])
+def test_results_as_progress(poller: scenario.Poller) -> None:
+    def go(server: Any, tools: list[Any]) -> None:
+        agent = Agent(name="poller", model=openai_model(server, "responses"), tools=tools)
+        guard_agent(agent, config=poller.config)
+        Runner.run_sync(agent, "watch job 7", max_turns=2 * scenario.POLLS)
+
+    poller.drive(FakeOpenAI, function_tool, go, error_flag=False)  # neither API has a flag

@@ -353,3 +353,12 @@ def test_loop_is_refused_after_six_streamed(provider: str) -> None:
         for path, body in zip(server.paths, server.requests, strict=True)
     ]
     assert len(streamed) == 6 + scenario.GIVE_UP_AFTER + 1 and all(streamed)
+
+
+@pytest.mark.parametrize("poller", [scenario.MOVING, scenario.FROZEN])
+def test_results_as_progress(poller: scenario.Poller) -> None:
+    def go(server: ScriptedServer, tools: list[Any]) -> None:
+        capability = CircuitBreakerCapability(config=poller.config)
+        Agent(provider_model(server), tools=tools, capabilities=[capability]).run_sync("go")
+
+    poller.drive(FakeGemini, lambda f: f, go, error_flag=True)

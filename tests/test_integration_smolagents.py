@@ -221,3 +221,13 @@ def test_a_code_agent_is_refused_after_six_and_stopped_at_its_third_refusal() ->
         assert refused.is_error and "due to: ToolCallRefused: " + scenario.DENIED in refused.text
         scenario.assert_loop_refusal(refused.text.split("ToolCallRefused: ", 1)[1])
     assert server.errors == []
+
+
+@pytest.mark.parametrize("poller", [scenario.MOVING, scenario.FROZEN, scenario.INTERLEAVED])
+def test_results_as_progress(poller: scenario.Poller) -> None:
+    ran: list[str] = []
+    tools = [as_tool(f) for f in poller.functions(ran)]
+    with FakeSmolagents(after=answering(poller.wire(smolagents_results))) as server:
+        guard(agent(server, tools, max_steps=40), config=poller.config).run("go")
+    poller.check_wire(server, False)
+    poller.check_ran(ran)

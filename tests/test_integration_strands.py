@@ -305,3 +305,12 @@ def test_a_later_hook_cannot_undo_a_refusal_and_a_cancelled_call_is_not_counted(
     assert ran == []
     assert [text_of(r) for r in results(agent.messages)] == ["not today"] * 8
     assert list(hooks.breaker.store.agents()) == []  # nothing was counted
+
+
+@pytest.mark.parametrize("poller", [scenario.MOVING, scenario.FROZEN, scenario.INTERLEAVED])
+def test_results_as_progress(poller: scenario.Poller) -> None:
+    def go(server: ScriptedServer, tools: list[Any]) -> None:
+        hooks = [CircuitBreakerHooks(config=poller.config)]
+        make_agent(provider_model(server), tools, hooks)("watch job 7")
+
+    poller.drive(FakeAnthropic, tool, go, error_flag=True)

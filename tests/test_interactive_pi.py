@@ -72,7 +72,7 @@ def test_pi_interactive_refusals_then_the_stop(installed: Installed) -> None:
             ui.type(FIRST)
             screen = ui.wait_for(r"this agent is being stopped", "the-breaker-stops", 300)
             flat = " ".join(screen.split())
-            assert "Circuit breaker: this bash call was NOT run" in flat
+            assert "Circuit breaker: NOT run, a repeat" in flat
             assert lines(side) == 6
             asked = len(model.requests)
             time.sleep(5)

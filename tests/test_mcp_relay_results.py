@@ -1,4 +1,4 @@
-"""The MCP relay observes results (issue 25, docs/results.md): by default (resultProgress), a
+"""The MCP relay observes results (issue 25, docs/results.md): with `resultProgress`, a
 `tools/call` whose answer moves runs on past 6 copies, one whose answer is frozen (only its
 clock time changes) is refused at the 7th; over stdio and over Streamable HTTP (the SDK
 server answers each POST as SSE), from the installed wheel in front of the mcp SDK's server;
@@ -24,9 +24,9 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def results_config(tmp_path: Path, on: bool = True) -> str:
-    """A config file with results observed (the default) or not (judged by calls alone)."""
+    """A config file with results observed, or not (the default: judged by calls alone)."""
     path = tmp_path / "breaker.toml"
-    text = "" if on else "resultProgress = false\nsameResultLimit = 0\n"
+    text = "resultProgress = true\n" if on else ""
     path.write_text(text, encoding="utf-8")
     return str(path)
 
@@ -42,7 +42,7 @@ async def over_stdio(command: list[str], env: dict[str, str]) -> tuple[list[bool
         return await polls(client)
 
 
-@pytest.mark.parametrize("with_results", [True, False], ids=["default", "calls-alone"])
+@pytest.mark.parametrize("with_results", [True, False], ids=["resultProgress", "default"])
 def test_over_stdio_a_moving_answer_runs_on_and_a_frozen_one_is_refused(
     installed: Installed, tmp_path: Path, with_results: bool
 ) -> None:
@@ -101,6 +101,5 @@ def test_only_the_answer_to_an_allowed_call_counts(tmp_path: Path) -> None:
     session.from_server(answer(5, "moved"))  # a second answer to the 6th: nothing
     assert session.from_client(call(7)) is not None
     assert not session.connection.awaited
-    off = Config(result_progress=False, same_result_limit=0)
-    assert off.observes_results is False  # judged by calls alone, nothing is awaited
+    assert Config().observes_results is False  # by default nothing is awaited at all
     guard.close()

@@ -77,3 +77,51 @@ def test_gemini_cli_prompts_a_person_typed(prompt: str, typed: bool) -> None:
 def test_gemini_cli_before_agent_without_a_prompt_field_is_a_prompt() -> None:
     event = {"hook_event_name": "BeforeAgent", "session_id": "s"}
     assert isinstance(load("gemini-cli").parse(event), Prompt)
+
+
+def test_copilot_stop_hook_continuation_looks_typed() -> None:
+    """Copilot CLI 1.0.102, `copilot -p` (captured: tests/fixtures/harness-events/copilot/
+    stop-continuation.jsonl): an `agentStop` hook answered `decision: "block"` after 6
+    calls, and Copilot sent that hook's reason back as a `userPromptSubmitted` prompt with
+    the same fields as a typed one, so it resets the session (a known limit, docs/copilot.md).
+    Its session log (`events.jsonl`) tells them apart, but Copilot writes it in batches, in
+    a plain run only when the session ends, after our hook has answered."""
+    captured = events("copilot", "stop-continuation.jsonl")
+    prompts = [e for e in captured if "prompt" in e]
+    typed, continuation, resumed = prompts
+    assert continuation["prompt"] == "Keep going: run the probe once more."  # the reason
+    assert set(typed) == set(continuation) == set(resumed)
+    assert all(isinstance(load("copilot").parse(p), Prompt) for p in prompts)
+
+
+def test_cline_team_updates_run_keeps_counting(tmp_path: Path) -> None:
+    """Cline 3.0.65, `cline --json` (captured: tests/fixtures/harness-events/cline/
+    team-updates.jsonl, the hook inputs its plugins got): the lead spawned a teammate, gave
+    it a task (async), then called two commands by turns, 6 times each, and ended its run;
+    Cline started the lead's next run by itself with its teammate's report
+    (`System-delivered teammate async run updates: ...`), and the lead went on with the
+    same commands. Counting goes on: the 7th `a` is the 6th since `b`'s first (new) call,
+    and runs; the 7th `b` and the 8th `a` are refused. Before the fix that run reset the
+    lead: all 15 ran."""
+    from test_cline_plugin import drive
+
+    captured = events("cline", "team-updates.jsonl")
+    lead = captured[0]["snapshot"]["agentId"]
+    steps = [
+        [e["hook"], e["snapshot"], e.get("input"), (e.get("toolCall") or {}).get("toolName")]
+        for e in captured
+    ]
+    runs = [s for s in steps if s[0] == "beforeRun" and s[1]["agentId"] == lead]
+    assert len(runs) == 2 and "System-delivered teammate" in json.dumps(runs[1][1])
+    typed = json.loads(json.dumps(runs[1]))  # the person's next prompt: afresh again
+    go_on = {"type": "text", "text": '<user_input mode="act">Go on.</user_input>'}
+    typed[1]["messages"][-1]["content"] = [go_on]
+    again = next(s for s in steps if s[3] == "run_commands")
+    out = drive(tmp_path, [*steps, typed, again])["out"]
+    assert out[0] == {"setup": "ok"}
+    refused = [
+        isinstance(o, dict) and o.get("skip") is True
+        for s, o in zip([*steps, typed, again], out[1:], strict=True)
+        if s[3] == "run_commands"
+    ]
+    assert refused == [False] * 13 + [True] * 2 + [False]

@@ -107,7 +107,7 @@ def test_a_json_result_is_digested_by_its_canonical_text() -> None:
 
 
 def test_observe_with_results_off_changes_nothing() -> None:
-    breaker = CircuitBreaker(Config(result_progress=False, same_result_limit=0))
+    breaker = CircuitBreaker(Config())  # the default: calls alone
     for i in range(6):
         assert breaker.check("a", "t", {}).allowed
         breaker.observe("a", "t", {}, f"moved {i}")

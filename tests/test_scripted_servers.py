@@ -32,7 +32,7 @@ SEARCH = {
         "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
     },
 }
-REFUSAL = "Circuit breaker: this search call was NOT run"
+REFUSAL = "Circuit breaker: NOT run, a repeat"
 
 
 @pytest.fixture(autouse=True)

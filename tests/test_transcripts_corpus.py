@@ -127,8 +127,8 @@ def test_calibrate_reports_both_rules_on_the_corpus(capsys: pytest.CaptureFixtur
         "resetOnNewCall": True,
         "maxCallsPerAgent": 300,
         "stopAfterDenials": 3,
-        "resultProgress": True,
-        "sameResultLimit": 10,
+        "resultProgress": False,
+        "sameResultLimit": 0,
         "toolLimits": {},
     }
     assert current["loops"] == current["loops_stopped"] == 7

@@ -27,9 +27,6 @@ MAX_SPEC_NUMBER = 100
 MAX_MESSAGE = 20_000
 # Chosen by replaying ../shared/corpus (tests/test_transcripts_corpus.py holds the figures).
 STOP_AFTER_DENIALS = 3
-# Chosen by bench/result_gate.py (docs/results.md): the smallest limit that refuses no
-# healthy peer-suite scenario, 8, plus a margin.
-SAME_RESULT_LIMIT = 10
 
 # field -> (default, accepted types). The order is the order of Config's keyword arguments.
 _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
@@ -53,10 +50,10 @@ _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
     # The HTTP guard's live page: a short, masked preview of each agent's repeated call,
     # held in the guard's memory only (never in the store or on disk).
     "preview_arguments": (True, (bool,)),
-    # Results, where the harness reports them (SPEC's rule 4 with results: docs/results.md).
-    # On by default: issue 25's gate held on the corpus and the peer suites.
-    "result_progress": (True, (bool,)),
-    "same_result_limit": (SAME_RESULT_LIMIT, (int,)),
+    # Results, where the harness reports them (docs/results.md). Off by default: the gate
+    # of issue 25 did not hold for either alone (docs/results.md, "Measured").
+    "result_progress": (False, (bool,)),
+    "same_result_limit": (0, (int,)),
 }
 _LISTS = ("exempt", "only", "ignore_args")
 _MAPPINGS = ("deny_message", "tool_limits")
@@ -125,8 +122,8 @@ class Config:
         tool_limits: Mapping[str, int] | None = None,
         stop_after_denials: int = STOP_AFTER_DENIALS,
         preview_arguments: bool = True,
-        result_progress: bool = True,
-        same_result_limit: int = SAME_RESULT_LIMIT,
+        result_progress: bool = False,
+        same_result_limit: int = 0,
     ) -> None:
         values = dict(locals())
         del values["self"]

@@ -7,20 +7,23 @@ right for any count and limit (no "1 times", no "1 calls").
 from __future__ import annotations
 
 DEFAULT_MESSAGES = {
+    # The first words carry the meaning: a harness's UI may show only the start of the text,
+    # cut at the screen width (Claude Code: `Reason: PreToolUse:Bash hook error: ...`).
     "duplicate": (
-        "Circuit breaker: this {tool} call was NOT run. The identical call has already run "
-        "as often as allowed (runs: {count}, limit: {limit}). Repeating it will not give a "
-        "different result. Change your approach, use the results you already have, "
-        "or stop and tell the user what is blocking you."
+        "Circuit breaker: NOT run, a repeat (runs: {count}, limit: {limit}): this {tool} "
+        "call is identical to one that has already run as often as allowed. Repeating it "
+        "will not give a different result. Change your approach, use the results you "
+        "already have, or stop and tell the user what is blocking you."
     ),
     "cap": (
-        "Circuit breaker: this {tool} call was NOT run. This agent has used up its tool "
-        "calls (made: {count}, limit: {limit}), and no further tool calls will run for this "
-        "agent. Finish with what you already have, or stop and tell the user what blocked you."
+        "Circuit breaker: NOT run, tool calls used up (made: {count}, limit: {limit}): this "
+        "{tool} call was refused because this agent has used up its tool calls, and no "
+        "further tool calls will run for this agent. Finish with what you already have, or "
+        "stop and tell the user what blocked you."
     ),
     "budget": (
-        "Circuit breaker: this {tool} call was NOT run. This agent has used up its budget "
-        "for {tool} (made: {count}, limit: {limit}), and no further {tool} calls will run "
+        "Circuit breaker: NOT run, {tool} budget used up (made: {count}, limit: {limit}): "
+        "this agent has used up its budget for {tool}, and no further {tool} calls will run "
         "for this agent. Use the results you already have, or stop and tell the user what "
         "blocked you."
     ),
@@ -35,9 +38,9 @@ DEFAULT_MESSAGES = {
     ),
     # Only with failClosed, when a shared store cannot be reached.
     "unavailable": (
-        "Circuit breaker: this {tool} call was NOT run because the breaker's shared state "
-        "cannot be reached and the breaker is set to fail closed. Try again later, or stop "
-        "and tell the user what is blocking you."
+        "Circuit breaker: NOT run, breaker state unreachable: this {tool} call was not run "
+        "because the breaker's shared state cannot be reached and the breaker is set to "
+        "fail closed. Try again later, or stop and tell the user what is blocking you."
     ),
 }
 

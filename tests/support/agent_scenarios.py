@@ -16,8 +16,10 @@ here reports the values as one written in a test would.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from dsh_circuit_breaker import Config
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
 from support.scripted_server import ScriptedServer, ToolResult, tool_call
 
@@ -29,7 +31,7 @@ ResultsOf = Callable[[dict[str, Any]], list[ToolResult]]
 Call = tuple[str, dict[str, Any], str]  # tool name, arguments, call id
 T = TypeVar("T")
 
-DENIED = "Circuit breaker: this search call was NOT run"  # how a refused search's result begins
+DENIED = "Circuit breaker: NOT run, a repeat"  # how a refused search's result begins
 GIVE_UP = "I keep being refused; stopping here."  # what the looping model ends with
 # The looping model reads this many refusals, then gives up on its own: fewer than the
 # default stopAfterDenials (3), so its run ends on its own answer, not on a stop. The stop
@@ -59,7 +61,7 @@ def assert_loop_refusal(text: str) -> None:
     """The text a refused repeat of the looping search must carry: the default refusal,
     naming the six identical calls that ran and the limit."""
     assert text.startswith(DENIED)
-    assert "as often as allowed (runs: 6, limit: 6)" in text
+    assert "(runs: 6, limit: 6): this search call is identical" in text
 
 
 def edit_test_cycle(edits: int) -> list[Call]:
@@ -268,3 +270,131 @@ def check_wire_budget(
     assert [r.is_error for r in sent] == [False] * BUDGET + [error_flag]
     assert len(server.model_requests) == BUDGET + 2
     assert server.errors == []
+
+
+# -- results as progress over the wire (issue 25) ----------------------------------------
+POLLS = 10  # how often the poller polls when nothing refuses it: past the limit of 6
+POLL_DONE = "the job is done"
+POLL_REFUSED = "my poll was refused; stopping here."
+POLL_DENIED = "Circuit breaker: NOT run, a repeat"
+
+
+@dataclass(frozen=True)
+class Poller:
+    """A model that polls a job (`poll(job="7")`, call `poll-<k>`) POLLS times, a new
+    `note` call between any two polls when `interleaved`, and gives up at a refusal.
+
+    `moving`: the job's output moves at every poll (a count of books). Frozen, it differs
+    only in a clock time, which normalizing masks: the same result every time.
+    `config`: the keys the scenario turns on; `refused_at`: which poll (from 1) must be
+    refused, None for none."""
+
+    moving: bool
+    interleaved: bool = False
+
+    @property
+    def config(self) -> Config:
+        keys = {"sameResultLimit": 6} if self.interleaved else {"resultProgress": True}
+        return Config.from_mapping(keys)
+
+    @property
+    def refused_at(self) -> int | None:
+        return None if self.moving else 7
+
+    @property
+    def calls(self) -> list[Call]:
+        calls: list[Call] = []
+        for k in range(POLLS):
+            if self.interleaved and k:
+                calls.append(("note", {"text": f"waiting {k}"}, f"note-{k}"))
+            calls.append(("poll", {"job": "7"}, f"poll-{k}"))
+        return calls
+
+    def functions(self, ran: list[str]) -> tuple[Callable[[str], str], Callable[[str], str]]:
+        """The tools as plain functions: `poll` records "poll" in `ran`, `note` "note"."""
+        moving = self.moving
+
+        def poll(job: str) -> str:
+            """Poll a background job's status."""
+            ran.append("poll")
+            n = ran.count("poll")
+            return f"job {job}: {n if moving else 3} books ingested, checked at 04:44:{n:02d}"
+
+        def note(text: str) -> str:
+            """Write a note."""
+            ran.append("note")
+            return "noted"
+
+        return poll, note
+
+    def wire(self, results_of: ResultsOf) -> Any:
+        """The poller as a scripted server's turn."""
+        calls = self.calls
+
+        def respond(body: dict[str, Any]) -> Any:
+            results = results_of(body)
+            if results and is_refusal(results[-1].text):
+                return POLL_REFUSED
+            n = len(results)
+            return tool_call(*calls[n]) if n < len(calls) else POLL_DONE
+
+        return respond
+
+    def check_wire(
+        self,
+        server: ScriptedServer,
+        error_flag: bool,
+        refusal: Callable[[str], str] = str,
+        extra_requests: int = 0,
+    ) -> None:
+        """Every call answered in the next request, by the tool until the refused poll,
+        which the next request answers with the refusal (the API's error flag set if
+        `error_flag`); then the model's own answer (and `extra_requests` of the
+        framework's own, as DSPy's answer extraction), and no call after."""
+        calls = self.calls
+        if self.refused_at is not None:
+            calls = calls[: calls.index(("poll", {"job": "7"}, f"poll-{self.refused_at - 1}")) + 1]
+        sent = server.tool_results()
+        assert [r.call_id for r in sent] == [call_id for _, _, call_id in calls]
+        for name, _, call_id in calls:
+            result = server.result_in_next_request(call_id)
+            refused = self.refused_at is not None and call_id == calls[-1][2]
+            if refused:
+                text = refusal(result.text)
+                assert text.startswith(POLL_DENIED), text
+                assert "(runs: 6, limit: 6)" in text, text
+            else:
+                assert ("books ingested" if name == "poll" else "noted") in result.text
+            assert result.is_error == (refused and error_flag), (call_id, result)
+        assert len(server.model_requests) == len(calls) + 1 + extra_requests
+        assert server.errors == []
+
+    def check_ran(self, ran: list[str]) -> None:
+        """The refused poll never reached the tool."""
+        polls = POLLS if self.refused_at is None else self.refused_at - 1
+        assert ran.count("poll") == polls
+
+    def drive(
+        self,
+        fake: type[ScriptedServer],
+        as_tool: Callable[[Callable[[str], str]], Any],
+        run: Callable[[ScriptedServer, list[Any]], Any],
+        error_flag: bool,
+        refusal: Callable[[str], str] = str,
+        extra_requests: int = 0,
+    ) -> None:
+        """The whole scenario: `run(server, tools)` runs the framework's agent, guarded with
+        `self.config`, on the tools (each function made a tool by `as_tool`) against a
+        scripted `fake` server; then the wire and the tool runs are checked."""
+        ran: list[str] = []
+        tools = [as_tool(f) for f in self.functions(ran)]
+        with fake(after=self.wire(fake.results_of)) as server:
+            run(server, tools)
+        self.check_wire(server, error_flag, refusal, extra_requests)
+        self.check_ran(ran)
+
+
+# The scenarios every framework runs; INTERLEAVED for one or two of them.
+MOVING = Poller(moving=True)
+FROZEN = Poller(moving=False)
+INTERLEAVED = Poller(moving=False, interleaved=True)

@@ -378,7 +378,7 @@ class ClaudeCode(Harness):
         assert denied == {c["id"] for c in calls[6:]}  # the stopping call was refused too
         # The transcript holds the refusals, and the stop as the note on the stopping call.
         (transcript,) = self.transcripts()
-        assert transcript.read_text().count("Circuit breaker: this Bash call was NOT run.") >= 3
+        assert transcript.read_text().count("Circuit breaker: NOT run, a repeat") >= 3
         (stop,) = claude_stops(transcript)
         assert (stop["hookName"], stop["toolUseID"]) == ("PreToolUse:Bash", calls[8]["id"])
 

@@ -5,7 +5,8 @@
 Built with FastMCP or with the official SDK's MCPServer, its `search` tool appends one
 line to RUNS_FILE each time it really runs (so a test counts what the server saw), and
 `report` returns structured content (a tool with an output schema, whose refusal must
-still be a valid result). `todo_write` is exempt by the breaker's defaults.
+still be a valid result). `todo_write` is exempt by the breaker's defaults. `poll` reports
+a job's state (see `poll`), for the results-as-progress tests.
 """
 
 from __future__ import annotations
@@ -20,8 +21,22 @@ def record(path: str, query: str) -> str:
     return f"3 results for {query!r}"
 
 
+def poll(path: str, job: str, error: type[Exception]) -> str:
+    """Job "moving" has ingested one more book at every poll; "frozen" is stuck at three;
+    "failing" fails at a new step every time (an error result that moves: `error` is the
+    SDK's ToolError, whose text it passes on as it is). Each answer carries a clock time
+    that moves too, which the breaker's normalizing masks."""
+    record(path, f"poll {job}")
+    with open(path, encoding="utf-8") as runs:
+        n = sum(line.startswith("poll ") for line in runs)
+    if job == "failing":
+        raise error(f"step {n} failed")
+    return f"job {job}: {n if job == 'moving' else 3} books ingested, checked at 04:44:{n:02d}"
+
+
 def fastmcp_server(runs: str, server: str | None) -> Any:
     from fastmcp import FastMCP
+    from fastmcp.exceptions import ToolError
 
     from dsh_circuit_breaker.integrations.fastmcp import CircuitBreakerMiddleware
 
@@ -43,11 +58,17 @@ def fastmcp_server(runs: str, server: str | None) -> Any:
         """Exempt by default."""
         return record(runs, f"todo {item}")
 
+    @mcp.tool(name="poll")
+    def poll_tool(job: str) -> str:
+        """Poll a job."""
+        return poll(runs, job, ToolError)
+
     return mcp
 
 
 def sdk_server(runs: str, server: str | None) -> Any:
     from mcp.server import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
 
     from dsh_circuit_breaker.integrations.mcp_server import CircuitBreakerMiddleware
 
@@ -68,6 +89,11 @@ def sdk_server(runs: str, server: str | None) -> Any:
     def todo_write(item: str) -> str:
         """Exempt by default."""
         return record(runs, f"todo {item}")
+
+    @mcp.tool(name="poll")
+    def poll_tool(job: str) -> str:
+        """Poll a job."""
+        return poll(runs, job, ToolError)
 
     return mcp
 

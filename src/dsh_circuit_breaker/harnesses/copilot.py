@@ -9,6 +9,9 @@ Copilot's own hook shape, camelCase: the event is `{"sessionId", "timestamp", "c
 name, and a subagent's events carry `agentId`, `agentType` and `parentAgentId` (its
 `sessionId` is its own). A deny is `{"permissionDecision": "deny",
 "permissionDecisionReason": ...}`; the model gets `Denied by preToolUse hook: <reason>`.
+
+The reason of a Stop hook that blocks comes back as a `userPromptSubmitted` with nothing
+to tell it from a typed prompt (1.0.102), so it resets the session like one.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What every framework adapter shares: building the breaker, checking off the event loop,
-reading a tool call's arguments the way the model sent them, and holding a stop until the
-agent's next model request."""
+reading a tool call's arguments the way the model sent them, reporting an allowed call's
+result, and holding a stop until the agent's next model request."""
 
 from __future__ import annotations
 
@@ -8,12 +8,20 @@ import asyncio
 import json
 import threading
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, TypeVar
 
 from .._log import warn
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ..stores import MemoryStore
+
+T = TypeVar("T")
+Call = tuple[Any, str, Any]  # (agent, tool, arguments), as the check was asked
+# Allowed calls whose result a post-tool hook has not reported yet; past this many, the
+# oldest (a result that never came: a crash, a cancel) is forgotten.
+KEEP_CALLS = 1024
+_UNREADABLE = object()
 
 
 def make_breaker(breaker: CircuitBreaker | None, config: Config | None) -> CircuitBreaker:
@@ -42,10 +50,109 @@ async def areset(breaker: CircuitBreaker, agent: Any) -> None:
         await asyncio.to_thread(safe_reset, breaker, agent)
 
 
+async def aobserve(
+    breaker: CircuitBreaker, agent: Any, tool: str, arguments: Any, result: Any
+) -> None:
+    """`breaker.observe` for async hooks, off the event loop for a persistent store (as
+    `acheck`); nothing at all unless the config observes results."""
+    if not breaker.config.observes_results:
+        return
+    if isinstance(breaker.store, MemoryStore):
+        breaker.observe(agent, tool, arguments, result)
+    else:
+        await asyncio.to_thread(breaker.observe, agent, tool, arguments, result)
+
+
+def error_text(error: BaseException) -> str:
+    """A tool's raised error as the result it becomes: its text, else its type's name."""
+    return str(error) or type(error).__name__
+
+
+def _result(result_of: Callable[[T], Any], value: T) -> Any:
+    try:
+        return result_of(value)
+    except Exception:
+        warn("dsh-circuit-breaker: unreadable tool result, not recorded", exc_info=True)
+        return _UNREADABLE
+
+
+def run_observed(
+    breaker: CircuitBreaker,
+    call: Call,
+    run: Callable[[], T],
+    result_of: Callable[[T], Any] = lambda value: value,
+) -> T:
+    """For a wrapper around an allowed call: `run()` it and observe `result_of` its value
+    (or a raised error's text, which the framework makes the result) against `call`, the
+    check's (agent, tool, arguments). Returns or raises what `run` did."""
+    if not breaker.config.observes_results:
+        return run()
+    try:
+        value = run()
+    except Exception as exc:
+        breaker.observe(*call, error_text(exc))
+        raise
+    result = _result(result_of, value)
+    if result is not _UNREADABLE:
+        breaker.observe(*call, result)
+    return value
+
+
+async def arun_observed(
+    breaker: CircuitBreaker,
+    call: Call,
+    run: Awaitable[T],
+    result_of: Callable[[T], Any] = lambda value: value,
+) -> T:
+    """`run_observed` for async wrappers: awaits `run`."""
+    if not breaker.config.observes_results:
+        return await run
+    try:
+        value = await run
+    except Exception as exc:
+        await aobserve(breaker, *call, error_text(exc))
+        raise
+    result = _result(result_of, value)
+    if result is not _UNREADABLE:
+        await aobserve(breaker, *call, result)
+    return value
+
+
+class RanCalls:
+    """For frameworks whose result arrives in a hook of its own: the calls the pre-tool
+    hook let through, by the framework's call id, until the post-tool hook reports their
+    result. The result is observed against exactly the check's agent, tool and arguments,
+    and a refused call, never added, is never observed."""
+
+    def __init__(self, breaker: CircuitBreaker, keep: int = KEEP_CALLS) -> None:
+        self.breaker = breaker
+        self.keep = keep
+        self._calls: OrderedDict[Hashable, Call] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, call_id: Hashable, call: Call, decision: Decision) -> None:
+        """After the check: remember an allowed `call` (agent, tool, arguments)."""
+        if not decision.allowed or not self.breaker.config.observes_results:
+            return
+        with self._lock:
+            self._calls[call_id] = call
+            if len(self._calls) > self.keep:
+                self._calls.popitem(last=False)
+
+    async def observe(self, call_id: Hashable, result: Any) -> None:
+        """In the post-tool hook: observe `result` for the call `add`ed under `call_id`."""
+        if not self._calls:  # off, or no allowed call outstanding: no lock
+            return
+        with self._lock:
+            call = self._calls.pop(call_id, None)
+        if call is not None:
+            await aobserve(self.breaker, *call, result)
+
+
 def refusal_text(decision: Decision) -> str:
     """What the model gets for a refused call: the breaker's text (never empty, as a
     framework may take an empty result for success)."""
-    return decision.message or "Circuit breaker: this call was NOT run."
+    return decision.message or "Circuit breaker: NOT run."
 
 
 def warn_allowed(where: str) -> None:

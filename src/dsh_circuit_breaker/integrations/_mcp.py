@@ -1,6 +1,6 @@
 """What the two MCP server middlewares (`fastmcp`, `mcp_server`) share with the relay
-(`guard/mcp.py`): the agent a `tools/call` counts against, keyed as the relay keys it, and
-the refusal, the relay's `CallToolResult`."""
+(`guard/mcp.py`): the agent a `tools/call` counts against, keyed as the relay keys it, the
+refusal, the relay's `CallToolResult`, and what of a result the breaker digests."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from ..guard.mcp import CONVERSATION_KEYS, MAX_KEY_PART, META_CLIENT, refusal
 
-__all__ = ["STATE_KEY", "agent_key", "client_name", "refusal", "tool_name"]
+__all__ = ["STATE_KEY", "agent_key", "client_name", "refusal", "result_content", "tool_name"]
 
 # Where a middleware keeps its id for a connection, in the SDK's per-connection `state`.
 STATE_KEY = "dsh_circuit_breaker.connection"
@@ -37,3 +37,18 @@ def client_name(info: Any) -> str | None:
 def tool_name(name: str, server: str | None) -> str:
     """The tool as state and the live page know it: `server/name` with a server name."""
     return f"{server}/{name}" if server else name
+
+
+def result_content(result: Any) -> Any:
+    """What a `CallToolResult` (an SDK model or its JSON) says, as the breaker digests it:
+    its content blocks, the text of a text block, any other block as JSON; all text, one
+    string. An error result is its text like any other."""
+    content = result.get("content") if isinstance(result, Mapping) else result.content
+    blocks = [_block(b) for b in content or ()]
+    return "\n".join(blocks) if all(isinstance(b, str) for b in blocks) else blocks
+
+
+def _block(block: Any) -> Any:
+    if not isinstance(block, Mapping):
+        block = block.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return block.get("text") if block.get("type") == "text" else block

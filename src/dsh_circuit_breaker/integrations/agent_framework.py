@@ -6,10 +6,13 @@
 
 The function middleware asks the breaker before each function tool runs; a denied call
 never reaches `call_next()`: the middleware sets `context.result` to the breaker's text,
-which the framework sends as that call's result. When the breaker stops the agent it sets
-the same result and raises `MiddlewareTermination`: the framework answers the call with it
-and ends the function-calling loop, so no model request follows, and `agent.run` returns
-the response with the stop reason in `response.additional_properties` (`stop_reason`).
+which the framework sends as that call's result. An allowed call's `context.result` (or a
+raised error's text) is reported to the breaker as its result (docs/results.md).
+
+When the breaker stops the agent it sets the same result and raises `MiddlewareTermination`:
+the framework answers the call with it and ends the function-calling loop, so no model
+request follows, and `agent.run` returns the response with the stop reason in
+`response.additional_properties` (`stop_reason`).
 
 Which agent a call belongs to: the agent middleware beside it marks each `agent.run` with
 an id (the agent's id plus a fresh run id, or the session's id when state should follow a
@@ -28,6 +31,7 @@ from agent_framework import (
     AgentContext,
     AgentMiddleware,
     AgentResponse,
+    Content,
     FunctionInvocationContext,
     FunctionMiddleware,
     MiddlewareTermination,
@@ -39,6 +43,7 @@ from ._common import (
     PendingStops,
     acheck,
     areset,
+    arun_observed,
     make_breaker,
     model_arguments,
     refusal_text,
@@ -113,12 +118,23 @@ class CircuitBreakerFunctionMiddleware(FunctionMiddleware):
             return
         decision = await acheck(self.breaker, agent, tool, arguments)
         if decision.allowed:
-            await call_next()
+            call = (agent, tool, arguments)
+            await arun_observed(self.breaker, call, call_next(), lambda _: _output(context.result))
             return
         context.result = refusal_text(decision)
         if decision.stop:
             self._stops.add(agent, decision)
             raise MiddlewareTermination(decision.stop_reason or "Circuit breaker: stopped.")
+
+
+def _output(result: Any) -> Any:
+    """A function's result as text and JSON: the framework hands it on as `Content` items
+    (whose repr says nothing of what they hold)."""
+    if isinstance(result, Content):
+        return result.text if result.type == "text" else result.to_dict()
+    if isinstance(result, list):
+        return [_output(item) for item in result]
+    return result
 
 
 def _agent_of(context: FunctionInvocationContext) -> str:

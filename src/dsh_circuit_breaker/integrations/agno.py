@@ -9,8 +9,9 @@ Agno runs each tool through its `tool_hooks` chain; the hook asks the breaker be
 calls `function_call` (the rest of the chain and the tool). A denied call never reaches the
 tool: the hook raises `AgentRunException` with the breaker's text, which Agno turns into
 that call's error result (`tool_call_error=True`; the model gets the text as the tool's
-output). When the breaker stops the agent it raises `StopAgentRun` instead: the refusal is
-still that call's result, then Agno ends the run with no further model request, the stop
+output). An allowed call's result, once final, is reported to the breaker
+(docs/results.md). When the breaker stops the agent it raises `StopAgentRun` instead: the
+refusal is still that call's result, then Agno ends the run with no further model request, the stop
 reason as the run's last (assistant) message.
 
 One sync hook serves sync and async runs: Agno skips an async hook in a sync run, and in an
@@ -20,7 +21,7 @@ async run awaits what a sync hook returns.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from agno.exceptions import AgentRunException, StopAgentRun
@@ -28,7 +29,10 @@ from agno.exceptions import AgentRunException, StopAgentRun
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ._common import (
+    Call,
     RecentAgents,
+    arun_observed,
+    error_text,
     make_breaker,
     model_arguments,
     refusal_text,
@@ -104,7 +108,45 @@ class CircuitBreakerToolHook:
         decision = self.breaker.check(key, function_name, args)
         if not decision.allowed:
             raise refusal(decision)
-        return function_call(**arguments)
+        if not self.breaker.config.observes_results:
+            return function_call(**arguments)
+        return self._observed((key, function_name, args), function_call, arguments)
+
+    def _observed(self, call: Call, function_call: Callable[..., Any], arguments: Any) -> Any:
+        """`function_call`'s result, reported to the breaker once it is final: what the
+        rest of the chain returns, awaited in an async run, or a streaming tool's chunks
+        joined once they are all out; an error, which Agno makes the result, as its text."""
+        try:
+            result = function_call(**arguments)
+        except Exception as exc:
+            self.breaker.observe(*call, error_text(exc))
+            raise
+        if inspect.isawaitable(result):
+            return arun_observed(self.breaker, call, result)
+        if inspect.isgenerator(result):
+            return _joined(self.breaker, call, result)
+        if inspect.isasyncgen(result):
+            return _ajoined(self.breaker, call, result)
+        self.breaker.observe(*call, result)
+        return result
+
+
+def _joined(breaker: CircuitBreaker, call: Call, chunks: Iterator[Any]) -> Iterator[Any]:
+    seen: list[str] = []
+    for chunk in chunks:
+        seen.append(str(chunk))
+        yield chunk
+    breaker.observe(*call, "".join(seen))
+
+
+async def _ajoined(
+    breaker: CircuitBreaker, call: Call, chunks: AsyncIterator[Any]
+) -> AsyncIterator[Any]:
+    seen: list[str] = []
+    async for chunk in chunks:
+        seen.append(str(chunk))
+        yield chunk
+    breaker.observe(*call, "".join(seen))
 
 
 def refusal(decision: Decision) -> AgentRunException:

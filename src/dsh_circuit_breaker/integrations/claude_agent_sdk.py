@@ -11,7 +11,9 @@ The Claude Code CLI that the SDK drives calls the `PreToolUse` callback before e
 and the model receives the text as an error tool result for that tool_use id. When the
 breaker stops the agent (`stopAfterDenials` refusals in a row), the same answer also
 carries `"continue": false` and the stop reason as `stopReason`: the CLI records the
-refusal, makes no further model request, and ends the session.
+refusal, makes no further model request, and ends the session. With `resultProgress` or
+`sameResultLimit` set, `PostToolUse` and `PostToolUseFailure` callbacks report an allowed
+call's `tool_response` (or its `error`) to the breaker (docs/results.md).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from claude_agent_sdk.types import (
 from ..breaker import CircuitBreaker
 from ..config import Config
 from ..harnesses.claude_code import EXEMPT as CLAUDE_CODE_EXEMPT
-from ._common import acheck, areset, model_arguments, refusal_text, warn_allowed
+from ._common import RanCalls, acheck, areset, model_arguments, refusal_text, warn_allowed
 
 
 def default_config() -> Config:
@@ -54,12 +56,17 @@ class ClaudeCircuitBreaker:
         if breaker is not None and config is not None:
             raise TypeError("pass either breaker= or config=, not both")
         self.breaker = breaker or CircuitBreaker(config or default_config())
+        self._ran = RanCalls(self.breaker)
 
     def hooks(self) -> dict[HookEvent, list[HookMatcher]]:
-        return {
+        hooks: dict[HookEvent, list[HookMatcher]] = {
             "PreToolUse": [HookMatcher(matcher=None, hooks=[self.pre_tool_use])],
             "UserPromptSubmit": [HookMatcher(matcher=None, hooks=[self.user_prompt_submit])],
         }
+        if self.breaker.config.observes_results:  # else the CLI's extra round trip buys nothing
+            for event in ("PostToolUse", "PostToolUseFailure"):
+                hooks[event] = [HookMatcher(matcher=None, hooks=[self.post_tool_use])]
+        return hooks
 
     async def pre_tool_use(
         self, input_data: HookInput, tool_use_id: str | None, context: HookContext
@@ -72,6 +79,7 @@ class ClaudeCircuitBreaker:
                 return {}  # not a call we can attribute: never deny by accident
             arguments = model_arguments(data.get("tool_input"))
             decision = await acheck(self.breaker, agent, tool, arguments)
+            self._ran.add((agent, tool_use_id), (agent, tool, arguments), decision)
             if decision.allowed:
                 return {}
             answer: SyncHookJSONOutput = {
@@ -89,6 +97,16 @@ class ClaudeCircuitBreaker:
         except Exception:
             warn_allowed("PreToolUse hook")
             return {}
+
+    async def post_tool_use(
+        self, input_data: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        """The call's `tool_response` (`PostToolUse`) or `error` (`PostToolUseFailure`)."""
+        data: Mapping[str, Any] = input_data
+        failed = data.get("hook_event_name") == "PostToolUseFailure"
+        result = data.get("error") if failed else data.get("tool_response")
+        await self._ran.observe((agent_key(data), tool_use_id), result)
+        return {}
 
     async def user_prompt_submit(
         self, input_data: HookInput, tool_use_id: str | None, context: HookContext

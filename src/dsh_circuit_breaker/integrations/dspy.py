@@ -38,9 +38,11 @@ from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ._common import (
     acheck,
+    arun_observed,
     make_breaker,
     model_arguments,
     refusal_text,
+    run_observed,
     safe_reset,
     warn_allowed,
 )
@@ -118,8 +120,12 @@ class GuardedTool(dspy.Tool):  # type: ignore[misc]
             decision = self._breaker.check(key[0], self.name, key[1])
             if not decision.allowed:
                 return _refused(decision, key[0])
+        run = super().__call__
         try:
-            return super().__call__(**kwargs)
+            if key is None:
+                return run(**kwargs)
+            call = (key[0], self.name, key[1])
+            return run_observed(self._breaker, call, lambda: run(**kwargs), str)
         except CircuitBreakerStop as stop:
             return _handed_back(stop, key)
 
@@ -130,7 +136,10 @@ class GuardedTool(dspy.Tool):  # type: ignore[misc]
             if not decision.allowed:
                 return _refused(decision, key[0])
         try:
-            return await super().acall(**kwargs)
+            if key is None:
+                return await super().acall(**kwargs)
+            call = (key[0], self.name, key[1])
+            return await arun_observed(self._breaker, call, super().acall(**kwargs), str)
         except CircuitBreakerStop as stop:
             return _handed_back(stop, key)
 

@@ -9,7 +9,8 @@ On `on_call_tool` it asks the breaker; a refused call never reaches the tool (no
 middleware added after this one): it returns FastMCP's own error result,
 `ToolResult(content=text, is_error=True)`, which the client gets as a normal
 `CallToolResult` with `isError: true` and the breaker's text as its one text block
-(FastMCP adds `resultType` and the server's `_meta` for the negotiated version).
+(FastMCP adds `resultType` and the server's `_meta` for the negotiated version). An allowed
+call's result content (an error's text too) is reported to the breaker (docs/results.md).
 """
 
 from __future__ import annotations
@@ -24,8 +25,15 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import acheck, make_breaker, model_arguments, refusal_text, warn_allowed
-from ._mcp import agent_key, client_name, tool_name
+from ._common import (
+    acheck,
+    arun_observed,
+    make_breaker,
+    model_arguments,
+    refusal_text,
+    warn_allowed,
+)
+from ._mcp import agent_key, client_name, result_content, tool_name
 
 AgentIdFunc = Callable[[Context], str]
 
@@ -85,8 +93,10 @@ class CircuitBreakerMiddleware(Middleware):
         except Exception:
             warn_allowed("fastmcp on_call_tool")
             return await call_next(context)
-        decision = await acheck(self.breaker, agent, tool_name(name, self.server), arguments)
+        tool = tool_name(name, self.server)
+        decision = await acheck(self.breaker, agent, tool, arguments)
         if decision.allowed:
-            return await call_next(context)
+            call = (agent, tool, arguments)
+            return await arun_observed(self.breaker, call, call_next(context), result_content)
         text = refusal_text(decision)
         return ToolResult(content=text, is_error=True)

@@ -8,7 +8,9 @@
 A plugin's `before_tool_callback` runs before every tool of every agent the runner runs
 (sub-agents, transfers, and `AgentTool` sub-runs, which inherit the runner's plugins). A
 denied call returns `{"error": text}`: ADK skips the tool, and the model gets that dict as
-the function response for the call's id. When the breaker stops the agent
+the function response for the call's id. An allowed call's response, as the plugin's
+`after_tool_callback` gets it (an error response too), is reported to the breaker
+(docs/results.md). When the breaker stops the agent
 (`stopAfterDenials` refusals in a row), the plugin's `before_model_callback` answers the
 agent's next model request itself (ADK's own way to skip a model call): a final response
 whose text is the stop reason and whose `custom_metadata["dsh_circuit_breaker"]` holds
@@ -35,6 +37,7 @@ from ..breaker import CircuitBreaker
 from ..config import Config
 from ._common import (
     PendingStops,
+    RanCalls,
     acheck,
     areset,
     make_breaker,
@@ -60,6 +63,7 @@ class _Guard:
         self._by_invocation: dict[str, set[str]] = {}
         self._lock = threading.Lock()
         self._stops = PendingStops()
+        self.ran = RanCalls(breaker)
 
     def key(self, context: ToolContext | CallbackContext) -> str:
         agent = context.agent_name
@@ -83,6 +87,7 @@ class _Guard:
             warn_allowed("google-adk before_tool_callback")
             return None
         decision = await acheck(self.breaker, key, name, arguments)
+        self.ran.add(_call_id(context), (key, name, arguments), decision)
         if decision.allowed:
             return None
         self._stops.add(key, decision)
@@ -112,6 +117,10 @@ class _Guard:
             await areset(self.breaker, key)
 
 
+def _call_id(context: ToolContext) -> tuple[str, str | None]:
+    return context.invocation_id, context.function_call_id
+
+
 class CircuitBreakerPlugin(BasePlugin):
     """Refuses a tool call once its agent loops, as the breaker decides (see SPEC)."""
 
@@ -130,6 +139,18 @@ class CircuitBreakerPlugin(BasePlugin):
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
         return await self._guard.check(tool, tool_args, tool_context)
+
+    async def after_tool_callback(
+        self,
+        *,
+        tool: BaseTool,
+        tool_args: dict[str, Any],
+        tool_context: ToolContext,
+        result: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        # Also called for a call a before-tool callback answered: that one was never added.
+        await self._guard.ran.observe(_call_id(tool_context), result)
+        return None
 
     async def before_model_callback(
         self, *, callback_context: CallbackContext, llm_request: LlmRequest

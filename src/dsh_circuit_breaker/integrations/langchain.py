@@ -6,7 +6,8 @@
 
 `wrap_tool_call` / `awrap_tool_call` ask the breaker before the tool runs; a denied call
 never reaches the tool, and the model gets an error `ToolMessage` with the breaker's text,
-tied to the call's id. When the breaker stops the agent (`stopAfterDenials` refusals in a
+tied to the call's id. An allowed call's `ToolMessage` content is reported to the breaker as
+its result (docs/results.md). When the breaker stops the agent (`stopAfterDenials` refusals in a
 row), `before_model` raises `AgentStopped` instead of the next model request: `invoke`,
 `ainvoke` and `stream` raise it, with the refusal already in the graph's state.
 
@@ -32,7 +33,15 @@ from typing_extensions import NotRequired
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ..stop import AgentStopped
-from ._common import PendingStops, acheck, areset, make_breaker, safe_reset, warn_allowed
+from ._common import (
+    PendingStops,
+    acheck,
+    aobserve,
+    areset,
+    make_breaker,
+    safe_reset,
+    warn_allowed,
+)
 from .langgraph import default_agent_id, refusal
 
 STATE_FIELD = "circuit_breaker_agent"
@@ -144,7 +153,10 @@ class CircuitBreakerMiddleware(AgentMiddleware[CircuitBreakerState, Any, Any]):
         decision = self.breaker.check(agent, tool, arguments)
         if not decision.allowed:
             return self._refuse(request, agent, decision)
-        return handler(request)
+        result = handler(request)
+        if isinstance(result, ToolMessage):  # a Command updates state: no answer to compare
+            self.breaker.observe(agent, tool, arguments, result.content)
+        return result
 
     async def awrap_tool_call(
         self,
@@ -159,7 +171,10 @@ class CircuitBreakerMiddleware(AgentMiddleware[CircuitBreakerState, Any, Any]):
         decision = await acheck(self.breaker, agent, tool, arguments)
         if not decision.allowed:
             return self._refuse(request, agent, decision)
-        return await handler(request)
+        result = await handler(request)
+        if isinstance(result, ToolMessage):
+            await aobserve(self.breaker, agent, tool, arguments, result.content)
+        return result
 
     def _refuse(self, request: ToolCallRequest, agent: str, decision: Decision) -> ToolMessage:
         if _field(request.state) is not None:  # only create_agent runs before_model

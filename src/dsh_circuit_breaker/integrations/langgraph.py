@@ -9,9 +9,11 @@
 
 `wrap_tool_call` / `awrap_tool_call` ask the breaker before the tool runs; a denied call
 never reaches the tool, and the model gets an error `ToolMessage` with the breaker's text,
-tied to the call's id. When the breaker stops the agent, the refusal that stopped it carries
-the stop in its `artifact` (never sent to the model), and `after_tools` routes to `END`
-instead of back to the model: the run returns normally, and `stop_reason(output)` says why.
+tied to the call's id. An allowed call's `ToolMessage` content (an error one too) is
+reported to the breaker as its result (docs/results.md). When the breaker stops the agent,
+the refusal that stopped it carries the stop in its `artifact` (never sent to the model),
+and `after_tools` routes to `END` instead of back to the model: the run returns normally,
+and `stop_reason(output)` says why.
 
 A `Command(goto=END)` from the tool node would not do: LangGraph follows a node's static
 edges as well as its `goto`, so the usual `add_edge("tools", "agent")` would still ask the
@@ -34,6 +36,7 @@ from ..config import Config
 from ._common import (
     RecentAgents,
     acheck,
+    aobserve,
     areset,
     make_breaker,
     refusal_text,
@@ -129,7 +132,12 @@ class CircuitBreakerToolWrapper:
         if dropped is not None:
             safe_reset(self.breaker, dropped)
         decision = self.breaker.check(agent, tool, arguments)
-        return handler(request) if decision.allowed else refusal(request, decision)
+        if not decision.allowed:
+            return refusal(request, decision)
+        result = handler(request)
+        if isinstance(result, ToolMessage):  # a Command updates state: no answer to compare
+            self.breaker.observe(agent, tool, arguments, result.content)
+        return result
 
     async def awrap_tool_call(
         self,
@@ -145,7 +153,12 @@ class CircuitBreakerToolWrapper:
         if dropped is not None:
             await areset(self.breaker, dropped)
         decision = await acheck(self.breaker, agent, tool, arguments)
-        return await handler(request) if decision.allowed else refusal(request, decision)
+        if not decision.allowed:
+            return refusal(request, decision)
+        result = await handler(request)
+        if isinstance(result, ToolMessage):
+            await aobserve(self.breaker, agent, tool, arguments, result.content)
+        return result
 
     def _call(self, request: ToolCallRequest) -> tuple[str, str, Any]:
         call = request.tool_call

@@ -10,8 +10,9 @@ The middleware (`Server.middleware`, `(ctx, call_next) -> result`) sees every re
 before params validation and the handler. For `tools/call` it asks the breaker; a refused
 call never reaches the tool: the middleware answers it itself with a normal
 `CallToolResult`, `isError: true`, whose one text block is the breaker's text (with
-`"resultType": "complete"` at 2026-07-28, which requires it). Every other request passes
-through untouched.
+`"resultType": "complete"` at 2026-07-28, which requires it). An allowed call's result
+content (an error result's text too) is reported to the breaker (docs/results.md). Every
+other request passes through untouched.
 """
 
 from __future__ import annotations
@@ -24,8 +25,15 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import acheck, make_breaker, model_arguments, refusal_text, warn_allowed
-from ._mcp import STATE_KEY, agent_key, client_name, refusal, tool_name
+from ._common import (
+    acheck,
+    arun_observed,
+    make_breaker,
+    model_arguments,
+    refusal_text,
+    warn_allowed,
+)
+from ._mcp import STATE_KEY, agent_key, client_name, refusal, result_content, tool_name
 
 AgentIdFunc = Callable[[ServerRequestContext[Any, Any]], str]
 
@@ -101,8 +109,10 @@ class CircuitBreakerMiddleware:
         except Exception:
             warn_allowed("mcp tools/call middleware")
             return await call_next(ctx)
-        decision = await acheck(self.breaker, agent, tool_name(name, self.server), arguments)
+        tool = tool_name(name, self.server)
+        decision = await acheck(self.breaker, agent, tool, arguments)
         if decision.allowed:
-            return await call_next(ctx)
+            call = (agent, tool, arguments)
+            return await arun_observed(self.breaker, call, call_next(ctx), result_content)
         text = refusal_text(decision)
         return refusal(text, ctx.protocol_version)

@@ -12,7 +12,9 @@ the tool does not run and the model gets `text` as that call's output. When the 
 stops the agent (`stopAfterDenials` refusals in a row), the guardrail trips instead
 (`ToolGuardrailFunctionOutput.raise_exception`): the tool does not run and `Runner.run`
 raises the SDK's `ToolInputGuardrailTripwireTriggered`, whose `output.output_info` holds
-`"stop": True`, the stop `reason` and the refusal `message`.
+`"stop": True`, the stop `reason` and the refusal `message`. A tool output guardrail beside
+it reports an allowed call's output (a failed tool's error message too) to the breaker
+(docs/results.md).
 """
 
 from __future__ import annotations
@@ -20,20 +22,23 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from agents import Agent, FunctionTool, Handoff
 from agents.tool_guardrails import (
     ToolGuardrailFunctionOutput,
     ToolInputGuardrail,
     ToolInputGuardrailData,
+    ToolOutputGuardrail,
+    ToolOutputGuardrailData,
 )
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import acheck, make_breaker, model_arguments, refusal_text, warn_allowed
+from ._common import RanCalls, acheck, make_breaker, model_arguments, refusal_text, warn_allowed
 
 GUARDRAIL_NAME = "dsh_circuit_breaker"
+G = TypeVar("G", ToolInputGuardrail[Any], ToolOutputGuardrail[Any])
 
 AgentIdFunc = Callable[[ToolInputGuardrailData], Any]
 
@@ -84,14 +89,23 @@ class _Runs:
         return found
 
 
+def _call_id(data: ToolInputGuardrailData) -> tuple[int, str]:
+    return id(data.context.usage), data.context.tool_call_id
+
+
 class BreakerGuardrail:
-    """The guardrail function: asks the breaker about one function tool call."""
+    """The guardrail function: asks the breaker about one function tool call. `output` is
+    its tool output guardrail, which reports an allowed call's output to the breaker."""
 
     def __init__(self, breaker: CircuitBreaker, agent_id: AgentIdFunc | None) -> None:
         self.breaker = breaker
         self.agent_id = agent_id
         self._runs = _Runs()
+        self.ran = RanCalls(breaker)
         self.__name__ = GUARDRAIL_NAME
+        self.output: ToolOutputGuardrail[Any] = ToolOutputGuardrail(
+            guardrail_function=ResultObserver(self)
+        )
 
     def agent_for(self, data: ToolInputGuardrailData) -> Any:
         if self.agent_id is not None:
@@ -107,6 +121,7 @@ class BreakerGuardrail:
             warn_allowed("openai-agents tool guardrail")
             return ToolGuardrailFunctionOutput.allow()
         decision = await acheck(self.breaker, agent, tool, arguments)
+        self.ran.add(_call_id(data), (agent, tool, arguments), decision)
         if decision.allowed:
             return ToolGuardrailFunctionOutput.allow()
         message = refusal_text(decision)
@@ -118,17 +133,31 @@ class BreakerGuardrail:
         return ToolGuardrailFunctionOutput.reject_content(message, output_info=info)
 
 
+class ResultObserver:
+    """The output guardrail function: the tool's output (its error message, if it failed)
+    as the call's result. It never changes the output."""
+
+    def __init__(self, check: BreakerGuardrail) -> None:
+        self.check = check
+        self.__name__ = GUARDRAIL_NAME
+
+    async def __call__(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+        await self.check.ran.observe(_call_id(data), data.output)
+        return ToolGuardrailFunctionOutput.allow()
+
+
 def circuit_breaker_guardrail(
     breaker: CircuitBreaker | None = None,
     *,
     config: Config | None = None,
     agent_id: AgentIdFunc | None = None,
 ) -> ToolInputGuardrail[Any]:
-    """A tool input guardrail to pass yourself: `@function_tool(tool_input_guardrails=[g])`.
+    """A tool input guardrail to pass yourself: `@function_tool(tool_input_guardrails=[g])`
+    (and `tool_output_guardrails=[g.guardrail_function.output]`, for the result keys).
 
-    `agent_id(data) -> str | object` names the agent a call counts against (for example a
-    session id, to carry state across runs in a persistent store); default: the agent object
-    within the current run.
+        `agent_id(data) -> str | object` names the agent a call counts against (for example a
+        session id, to carry state across runs in a persistent store); default: the agent object
+        within the current run.
     """
     check = BreakerGuardrail(make_breaker(breaker, config), agent_id)
     return ToolInputGuardrail(guardrail_function=check, name=GUARDRAIL_NAME)
@@ -154,6 +183,8 @@ def guard_agent(
         guardrail = breaker
     else:
         guardrail = circuit_breaker_guardrail(breaker, config=config, agent_id=agent_id)
+    check = guardrail.guardrail_function
+    output = check.output if isinstance(check, BreakerGuardrail) else None
     seen: set[int] = set()
     pending: list[Any] = [agent]
     while pending:
@@ -164,6 +195,8 @@ def guard_agent(
         for tool in getattr(current, "tools", None) or ():
             if isinstance(tool, FunctionTool):
                 tool.tool_input_guardrails = _with(tool.tool_input_guardrails, guardrail)
+                if output is not None:
+                    tool.tool_output_guardrails = _with(tool.tool_output_guardrails, output)
                 # An agent run as a tool (`agent.as_tool`) keeps its agent here (SDK-private,
                 # hence getattr): guard the inner agent's tools too.
                 inner = getattr(tool, "_agent_instance", None)
@@ -172,6 +205,8 @@ def guard_agent(
         for server in getattr(current, "mcp_servers", None) or ():
             if hasattr(server, "tool_input_guardrails"):
                 server.tool_input_guardrails = _with(server.tool_input_guardrails, guardrail)
+                if output is not None:
+                    server.tool_output_guardrails = _with(server.tool_output_guardrails, output)
         for target in getattr(current, "handoffs", None) or ():
             if isinstance(target, Handoff):
                 # `handoff(agent)` keeps a weak reference to its target (SDK-private).
@@ -182,11 +217,10 @@ def guard_agent(
     return guardrail
 
 
-def _with(
-    existing: list[ToolInputGuardrail[Any]] | None, guardrail: ToolInputGuardrail[Any]
-) -> list[ToolInputGuardrail[Any]]:
-    current = list(existing or [])
-    if any(isinstance(g.guardrail_function, BreakerGuardrail) for g in current):
+def _with(existing: list[G] | None, guardrail: G) -> list[G]:
+    current: list[G] = list(existing or [])
+    if any(isinstance(g.guardrail_function, (BreakerGuardrail, ResultObserver)) for g in current):
         return current
     # First, so a refused call never reaches the other guardrails either.
-    return [guardrail, *current]
+    current.insert(0, guardrail)
+    return current

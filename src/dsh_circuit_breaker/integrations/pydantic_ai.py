@@ -6,7 +6,9 @@
 
 Before each tool runs, `before_tool_execute` asks the breaker; a denied call raises
 `ToolFailed` with the breaker's text, which pydantic-ai turns into a failed tool return
-for that call id (an error result on the wire) without using the tool's retry budget.
+for that call id (an error result on the wire) without using the tool's retry budget. An
+allowed call's return value, or the retry prompt or error it raised, is reported to the
+breaker as its result (`wrap_tool_execute`; docs/results.md).
 When the breaker stops the agent (`stopAfterDenials` refusals in a row),
 `before_model_request` raises `AgentStopped` instead of the next model request: `run`,
 `run_sync`, `run_stream` and `iter` raise it, the refusal already in the run's messages
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic_ai import RunContext
-from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
+from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler, WrapToolExecuteHandler
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.models import ModelRequestContext
@@ -31,8 +33,10 @@ from ..config import Config
 from ..stop import AgentStopped
 from ._common import (
     PendingStops,
+    RanCalls,
     acheck,
     areset,
+    error_text,
     make_breaker,
     model_arguments,
     refusal_text,
@@ -75,6 +79,7 @@ class CircuitBreakerCapability(AbstractCapability[Any]):
         self.breaker = make_breaker(breaker, config)
         self.agent_id = agent_id or default_agent_id
         self._stops = PendingStops()
+        self._ran = RanCalls(self.breaker)
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -133,7 +138,28 @@ class CircuitBreakerCapability(AbstractCapability[Any]):
             warn_allowed("pydantic-ai before_tool_execute")
             return args
         decision = await acheck(self.breaker, agent, call.tool_name, arguments)
+        self._ran.add((ctx.run_id, call.tool_call_id), (agent, call.tool_name, arguments), decision)
         if not decision.allowed:
             self._stops.add(agent, decision)
             raise ToolFailed(refusal_text(decision))
         return args
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        # Around the whole lifecycle (our before_tool_execute included), so a tool's retry
+        # prompt or failure, which the model reads as that call's result, is seen too.
+        call_id = (ctx.run_id, call.tool_call_id)
+        try:
+            result = await handler(args)
+        except Exception as exc:
+            await self._ran.observe(call_id, error_text(exc))
+            raise
+        await self._ran.observe(call_id, result)
+        return result

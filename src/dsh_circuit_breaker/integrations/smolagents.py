@@ -38,10 +38,12 @@ from .._log import warn
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ._common import (
+    Call,
     PendingStops,
     make_breaker,
     model_arguments,
     refusal_text,
+    run_observed,
     safe_reset,
     warn_allowed,
 )
@@ -97,26 +99,37 @@ class CircuitBreakerGuard:
     def check(self, agent: Any, tool: str, arguments: Any) -> Decision | None:
         """The breaker's decision on one call of `agent`'s current run, or None to let it
         run (allowed, or the guard's own step failed: fail open)."""
-        try:
-            key = getattr(agent, RUN_ATTR)
-            args = model_arguments(arguments)
-        except Exception:
-            warn_allowed("smolagents guard")
+        call = self._call(agent, tool, arguments)
+        if call is None:
             return None
-        decision = self.breaker.check(key, tool, args)
+        decision = self.breaker.check(*call)
         if decision.allowed:
             return None
         if decision.stop:
-            self._stops.add(key, decision)
+            self._stops.add(call[0], decision)
             agent.interrupt()  # smolagents ends the run before its next model request
         return decision
+
+    def run(self, agent: Any, tool: str, arguments: Any, run: Callable[[], Any]) -> Any:
+        """`run()` the call the breaker allowed, its result observed (docs/results.md)."""
+        call = self._call(agent, tool, arguments)
+        return run() if call is None else run_observed(self.breaker, call, run, str)
+
+    def _call(self, agent: Any, tool: str, arguments: Any) -> Call | None:
+        try:
+            return getattr(agent, RUN_ATTR), tool, model_arguments(arguments)
+        except Exception:
+            warn_allowed("smolagents guard")
+            return None
 
     def _execute_of(self, agent: Any, execute: Callable[..., Any]) -> Callable[..., Any]:
         def execute_tool_call(tool_name: str, arguments: Any) -> Any:
             decision = (
                 None if tool_name == FINAL_ANSWER else self.check(agent, tool_name, arguments)
             )
-            return execute(tool_name, arguments) if decision is None else refusal_text(decision)
+            if decision is not None:
+                return refusal_text(decision)
+            return self.run(agent, tool_name, arguments, lambda: execute(tool_name, arguments))
 
         return execute_tool_call
 
@@ -189,7 +202,10 @@ class GuardedTool:
         decision = self._guard.check(self._agent, self.tool.name, {**named, **kwargs})
         if decision is not None:
             raise ToolCallRefused(refusal_text(decision))
-        return self.tool(*args, **kwargs)
+        arguments = {**named, **kwargs}
+        return self._guard.run(
+            self._agent, self.tool.name, arguments, lambda: self.tool(*args, **kwargs)
+        )
 
 
 def guard(

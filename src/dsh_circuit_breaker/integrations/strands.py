@@ -5,19 +5,21 @@
 
     agent = Agent(model=..., tools=[...], hooks=[CircuitBreakerHooks()])
 
-On `BeforeToolCallEvent` it asks the breaker; a denied call sets `event.cancel_tool` to
-the breaker's text: the tool does not run and the model gets an error tool result with
-that text for the call's toolUseId. When the breaker stops the agent (`stopAfterDenials`
-refusals in a row), it also calls Strands' own `agent.cancel(message=reason,
-after_current_tools=True)`: the invocation ends before the next model call and returns an
-`AgentResult` with `stop_reason == "cancelled"` whose final message is the stop reason.
-"""
+On `BeforeToolCallEvent` it asks the breaker; a denied call sets `event.cancel_tool` to the
+breaker's text: the tool does not run and the model gets an error tool result with that text
+for the call's toolUseId. On `AfterToolCallEvent` an allowed call's result content (an
+error's text too) is reported to the breaker (docs/results.md). When the breaker stops the
+agent (`stopAfterDenials` refusals in a row), it also calls Strands' own
+`agent.cancel(message=reason, after_current_tools=True)`: the invocation ends before the
+next model call and returns an `AgentResult` with `stop_reason == "cancelled"` whose final
+message is the stop reason."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from strands.hooks import (
+    AfterToolCallEvent,
     BeforeInvocationEvent,
     BeforeToolCallEvent,
     HookProvider,
@@ -26,10 +28,19 @@ from strands.hooks import (
 
 from ..breaker import CircuitBreaker
 from ..config import Config
-from ._common import acheck, areset, make_breaker, model_arguments, refusal_text, warn_allowed
+from ._common import (
+    RanCalls,
+    acheck,
+    areset,
+    make_breaker,
+    model_arguments,
+    refusal_text,
+    warn_allowed,
+)
 
 # Runs after every hook at the default order, so it judges the call as other hooks left it
-# (they may rewrite its input), and no hook after it can clear a refusal.
+# (they may rewrite its input), and no hook after it can clear a refusal. After the call
+# (callbacks in reverse), it is the first: it sees the tool's own result.
 ORDER = 1000
 
 
@@ -44,9 +55,11 @@ class CircuitBreakerHooks(HookProvider):
 
     def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
         self.breaker = make_breaker(breaker, config)
+        self._ran = RanCalls(self.breaker)
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
         registry.add_callback(BeforeToolCallEvent, self.before_tool_call, order=ORDER)
+        registry.add_callback(AfterToolCallEvent, self.after_tool_call, order=ORDER)
         registry.add_callback(BeforeInvocationEvent, self.before_invocation)
 
     async def before_invocation(self, event: BeforeInvocationEvent) -> None:
@@ -64,8 +77,15 @@ class CircuitBreakerHooks(HookProvider):
             warn_allowed("strands BeforeToolCallEvent")
             return
         decision = await acheck(self.breaker, event.agent, tool, arguments)
+        call_id = (id(event.agent), tool_use["toolUseId"])
+        self._ran.add(call_id, (event.agent, tool, arguments), decision)
         if not decision.allowed:
             event.cancel_tool = refusal_text(decision)
             if decision.stop:
                 # Strands' cooperative stop: the refusal is answered, then no model call.
                 event.agent.cancel(message=decision.stop_reason, after_current_tools=True)
+
+    async def after_tool_call(self, event: AfterToolCallEvent) -> None:
+        if event.cancel_message is None:  # a cancelled call did not run
+            call_id = (id(event.agent), event.tool_use.get("toolUseId"))
+            await self._ran.observe(call_id, event.result.get("content"))

@@ -63,9 +63,10 @@ export function circuitBreaker(options = {}) {
     hooks: {
       // A run of the main agent starts with a prompt typed by a person: with
       // resetOnUserPrompt (the default) the agent starts afresh. A subagent's runs are
-      // its parent's delegations.
+      // its parent's delegations, and the run Cline starts by itself to hand the lead
+      // its teammates' reports is no prompt of the person's either.
       async beforeRun({ snapshot } = {}) {
-        if (snapshot?.parentAgentId) return undefined;
+        if (snapshot?.parentAgentId || isTeamUpdates(snapshot)) return undefined;
         const ready = await running();
         const reset = ready?.config.resetOnUserPrompt ?? ready?.config.reset_on_user_prompt;
         const agent = agentKey(snapshot);
@@ -103,6 +104,19 @@ export default circuitBreaker();
 // again). `skip` stays: the call never runs, even for a Cline that ignored `stop`.
 function answer({ message, stop, stopReason }) {
   return stop ? { skip: true, reason: stopReason, stop: true } : { skip: true, reason: message };
+}
+
+// Cline (3.0.65, agent teams on by default) goes on with the lead by itself once a run ends
+// while its async teammates work: a new run, whose prompt is this notice, wrapped as a typed
+// prompt is (`<user_input mode="act">...`). Resetting there restarted the lead's count.
+const TEAM_UPDATES = 'System-delivered teammate async run updates:';
+
+function isTeamUpdates(snapshot) {
+  const last = snapshot?.messages?.at?.(-1);
+  if (last?.role !== 'user') return false;
+  const parts = Array.isArray(last.content) ? last.content : [{ type: 'text', text: last.content }];
+  const text = parts.map((part) => (part?.type === 'text' && typeof part.text === 'string' ? part.text : '')).join('');
+  return text.replace(/^<user_input\b[^>]*>/, '').startsWith(TEAM_UPDATES);
 }
 
 // A tool's result as Cline gives it to hooks: whether it failed, and its output (text, or

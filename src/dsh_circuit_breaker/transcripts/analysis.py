@@ -221,7 +221,9 @@ class AgentRun:
                 self.timeline_cut = True
 
     def _follow_result(self, call: Call, same_call: bool) -> None:
-        digest = call.digest
+        # A failed result is left out: in a run the breaker guarded, a refused call's
+        # result is the refusal, which is not the tool moving.
+        digest = None if call.failed else call.digest
         if not same_call:
             self._run_moved = False
         elif digest is not None and self._last_result not in (None, digest):

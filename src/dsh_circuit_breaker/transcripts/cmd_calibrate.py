@@ -604,7 +604,9 @@ def results_verdict(current: Outcome, with_results: list[Outcome]) -> str:
         f", sameResultLimit = {c.same_result_limit}" if c.same_result_limit else ""
     )
     return (
-        f"Verdict: these transcripts favour {keys}: {best.non_loop_denied} runs denied outside a "
-        f"loop (against {current.non_loop_denied}), {real_stopped(best)} loops stopped whose "
-        f"results did not move (against {real_stopped(current)})."
+        f"Verdict: these transcripts favour {keys}: it refuses {best.moving_loops_stopped} of "
+        f"{best.moving_loops} moving polls (against {current.moving_loops_stopped}), denies "
+        f"{best.non_loop_denied} runs outside a loop (against {current.non_loop_denied}) and "
+        f"stops {real_stopped(best)} loops whose results did not move (against "
+        f"{real_stopped(current)})."
     )
