@@ -1,6 +1,6 @@
 """What the DSH plugin adds to each tool call, measured inside the real DSH runtime.
 
-    .venv/bin/python bench/dsh_latency.py [--calls 200] [--rounds 3]
+    .venv/bin/python bench/dsh_latency.py [--calls 200] [--rounds 3] [--results]
 
 Runs the DeepSeek Harness runtime (deepseek-harness-sdk) against the scripted fake model,
 twice per round: once with the circuit-breaker plugin, once without it (the baseline, same
@@ -13,7 +13,11 @@ and recorded and none is denied.
    latency is the difference of the medians. Target: median under 1 ms.
 2. Whole tool-call time: session wall time / calls, with and without, as a ratio (this
    includes the model round trip and the bash process, so it is the user's view).
-3. For reference, the guard's round trip from a plain Python client, outside DSH: back to
+3. With `--results`, both sides run the breaker, with results off (`resultProgress: false`,
+   `sameResultLimit: 0`) and with `resultProgress: true`
+   (the plugin's `tools/post-execute` listener reports each result: one more line to the
+   guard, one more store write there).
+4. For reference, the guard's round trip from a plain Python client, outside DSH: back to
    back (the floor of what the pipe protocol costs), and with an 80 ms idle gap before each
    call, as between real tool calls (then both processes are asleep when a call comes, and
    waking them is most of the cost).
@@ -43,10 +47,15 @@ from support.dsh_runtime import (  # noqa: E402
 from support.fake_anthropic import tool_use  # noqa: E402
 
 TIMING_PLUGIN = HERE / "dsh_timing_plugin.mjs"
+# Named explicitly: the default has changed before.
+RESULTS_OFF = {"resultProgress": False, "sameResultLimit": 0}
 
 
-def one_run(calls: int, with_breaker: bool) -> tuple[list[float], float]:
-    """Per-call pre-execute microseconds, and wall seconds per tool call."""
+def one_run(
+    calls: int, with_breaker: bool, config: dict[str, Any] | None = None
+) -> tuple[list[float], float]:
+    """Per-call pre-execute microseconds, and wall seconds per tool call; `config`: more
+    keys for the breaker's entry."""
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         session = DshSession(Path(tmp))
         timings = Path(tmp) / "timings.tsv"
@@ -54,7 +63,8 @@ def one_run(calls: int, with_breaker: bool) -> tuple[list[float], float]:
             "timing.yml", insert_row_for(TIMING_PLUGIN, {"path": str(timings)}, "bench-timing")
         )
         if with_breaker:
-            session.add_patch("breaker.yml", insert_row({"python": sys.executable}))
+            entry = {"python": sys.executable, **(config or {})}
+            session.add_patch("breaker.yml", insert_row(entry))
         turns: list[Any] = [
             tool_use("bash", {"command": f"echo {i}", "description": "Count"}) for i in range(calls)
         ]
@@ -106,6 +116,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200, help="tool calls per session")
     parser.add_argument("--rounds", type=int, default=3, help="with/without pairs")
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="the breaker with resultProgress against the breaker without it",
+    )
     args = parser.parse_args()
     if not dsh_runtime_available():
         print("deepseek-harness-sdk is not installed: pip install -e '.[dsh]'")
@@ -115,12 +130,13 @@ def main() -> int:
     without: list[float] = []
     wall_with: list[float] = []
     wall_without: list[float] = []
+    on = {"resultProgress": True} if args.results else None
     for _ in range(args.rounds):
         # Alternate, so drift on the machine hits both sides alike.
-        t, w = one_run(args.calls, with_breaker=False)
+        t, w = one_run(args.calls, with_breaker=args.results, config=RESULTS_OFF)
         without += t
         wall_without.append(w)
-        t, w = one_run(args.calls, with_breaker=True)
+        t, w = one_run(args.calls, with_breaker=True, config=on)
         with_us += t
         wall_with.append(w)
 
@@ -128,19 +144,20 @@ def main() -> int:
     print(f"DSH runtime, {args.rounds} x {args.calls} tool calls each way ({n} per side)\n")
     print("pre-execute waterfall per call (microseconds):")
     print(f"  {'':18} {'median':>8} {'p90':>8} {'p99':>8}")
-    for label, values in (("no plugin", without), ("with breaker", with_us)):
+    base, them = ("results off", "results on") if args.results else ("no plugin", "with breaker")
+    for label, values in ((base, without), (them, with_us)):
         print(
             f"  {label:18} {statistics.median(values):8.1f} {pct(values, 0.9):8.1f}"
             f" {pct(values, 0.99):8.1f}"
         )
     added = statistics.median(with_us) - statistics.median(without)
     verdict = "meets" if added < 1000 else "MISSES"
-    print(f"  added by the breaker: median {added:.1f} us ({verdict} the < 1 ms target)")
+    print(f"  added ({them}): median {added:.1f} us ({verdict} the < 1 ms target)")
     ratio = statistics.median(with_us) / max(statistics.median(without), 0.1)
     print(f"  ratio with/without: {ratio:.1f}x")
     mw, mo = statistics.median(wall_with), statistics.median(wall_without)
     print("\nwhole tool call (session wall time / calls; model round trip + bash included):")
-    print(f"  no plugin {mo * 1000:.2f} ms, with breaker {mw * 1000:.2f} ms, ratio {mw / mo:.3f}")
+    print(f"  {base} {mo * 1000:.2f} ms, {them} {mw * 1000:.2f} ms, ratio {mw / mo:.3f}")
     print("\nguard round trip from a plain Python client, outside DSH (microseconds):")
     for label, calls, gap in (("back to back", 2000, 0.0), ("80 ms idle gap", 100, 0.08)):
         times = round_trips(calls, gap)

@@ -2,6 +2,7 @@
 the real CLIs (tests/e2e) against the scripted model on 127.0.0.1.
 
     .venv/bin/python bench/plugin_latency.py [--harness pi] [--calls 100] [--rounds 3]
+        [--results]
 
 Each round runs the same session twice: once with the plugin that the installed wheel's
 `install` writes (scripts/setup makes .installed/), with its default state (the command
@@ -14,7 +15,12 @@ hooks' SQLite file), once without it (the baseline). Every tool call is a new on
    medians with and without it.
 2. Whole tool-call time: (session wall time) / calls, with and without, as a ratio; the
    user's view (start-up, the model round trip and bash included).
-3. With `--waiter timeout|fs|pipe` (OpenCode, Kilo), a bench plugin that only waits (a zero
+3. With `--results`, both sides run the breaker, with results off (`resultProgress: false`,
+   `sameResultLimit: 0`) and with `resultProgress: true`:
+   what reporting each call's result (the harness's after-tool event, one more line to
+   the guard, one more store write there) adds. The handler time then includes a check
+   that waits for the guard to finish recording the previous call's result.
+4. With `--waiter timeout|fs|pipe` (OpenCode, Kilo), a bench plugin that only waits (a zero
    timer, a read of /dev/null, a line through `cat`) takes the breaker's place: what the
    harness charges any hook that waits on I/O.
 
@@ -28,6 +34,7 @@ plugin directories (.opencode/plugins/, .kilo/plugins/) after it.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -43,6 +50,8 @@ from support.installed import Installed, the_venv  # noqa: E402
 from support.plugin_harnesses import E2E_BIN, HARNESSES, Harness  # noqa: E402
 
 TIMING = (HERE / "plugin_timing.mjs").as_uri()
+# Named explicitly: the default has changed before.
+RESULTS_OFF = {"resultProgress": False, "sameResultLimit": 0}
 
 
 def timer(role: str, kind: str) -> str:
@@ -70,16 +79,25 @@ def place_timers(harness: Harness, scratch: Path) -> list[str]:
 
 
 def one_run(
-    name: str, calls: int, with_breaker: bool, waiter: str | None = None
+    name: str,
+    calls: int,
+    with_breaker: bool,
+    waiter: str | None = None,
+    config: dict[str, Any] | None = None,
 ) -> tuple[list[float], float]:
-    """Per-call handler microseconds (after - before), and wall seconds per tool call."""
+    """Per-call handler microseconds (after - before), and wall seconds per tool call;
+    `config`: the breaker's config file, for install --config."""
     with tempfile.TemporaryDirectory(prefix="cb-bench-") as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
         harness = HARNESSES[name](Installed(the_venv(), home))
         timings = Path(tmp) / "timings.tsv"
         harness.env["BENCH_TIMING_FILE"] = str(timings)
-        if with_breaker:
+        if with_breaker and config:
+            path = Path(tmp) / "breaker.json"
+            path.write_text(json.dumps(config))
+            harness.install("--config", str(path))
+        elif with_breaker:
             harness.install()
         flags = place_timers(harness, Path(tmp))
         if waiter:
@@ -118,22 +136,26 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-def bench(name: str, calls: int, rounds: int, waiter: str | None) -> None:
+def bench(name: str, calls: int, rounds: int, waiter: str | None, results: bool) -> None:
     with_us: list[float] = []
     without: list[float] = []
     wall_with: list[float] = []
     wall_without: list[float] = []
+    on = {"resultProgress": True} if results else None
     for _ in range(rounds):  # alternate, so drift on the machine hits both sides alike
-        t, w = one_run(name, calls, with_breaker=False)
+        t, w = one_run(name, calls, with_breaker=results, config=RESULTS_OFF)
         without += t
         wall_without.append(w)
-        t, w = one_run(name, calls, with_breaker=waiter is None, waiter=waiter)
+        t, w = one_run(name, calls, with_breaker=waiter is None, waiter=waiter, config=on)
         with_us += t
         wall_with.append(w)
     them = f"the {waiter} waiter" if waiter else "the breaker"
+    base = "no plugin"
+    if results:
+        them, base = "results (resultProgress)", "the breaker, results off"
     print(f"{name}: {rounds} x {calls} tool calls each way ({len(with_us)} per side), {them}")
     print(f"  handler time per call (microseconds): {'median':>8} {'p90':>8} {'p99':>8}")
-    for label, values in (("no plugin", without), (f"with {them}", with_us)):
+    for label, values in ((base, without), (f"with {them}", with_us)):
         print(
             f"    {label:34} {statistics.median(values):8.1f} {pct(values, 0.9):8.1f}"
             f" {pct(values, 0.99):8.1f}"
@@ -142,7 +164,7 @@ def bench(name: str, calls: int, rounds: int, waiter: str | None) -> None:
     print(f"  added by {them}: median {added:.1f} us")
     mw, mo = statistics.median(wall_with), statistics.median(wall_without)
     print(
-        f"  whole tool call (wall / calls): no plugin {mo * 1000:.1f} ms, "
+        f"  whole tool call (wall / calls): {base} {mo * 1000:.1f} ms, "
         f"with {them} {mw * 1000:.1f} ms, ratio {mw / mo:.3f}\n"
     )
 
@@ -157,14 +179,21 @@ def main() -> int:
         choices=("timeout", "fs", "pipe"),
         help="OpenCode, Kilo: time a plugin that only waits, in the breaker's place",
     )
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="the breaker with resultProgress against the breaker without it",
+    )
     args = parser.parse_args()
+    if args.waiter and args.results:
+        parser.error("--waiter and --results measure different things: one at a time")
     if args.waiter and "pi" in (args.harness or ["pi"]):
         parser.error("--waiter is for OpenCode and Kilo: name them with --harness")
     for name in args.harness or sorted(HARNESSES):
         if not (E2E_BIN / HARNESSES[name].executable).exists():
             print(f"{name}: not installed (tests/e2e: npm ci); skipped")
             continue
-        bench(name, args.calls, args.rounds, args.waiter)
+        bench(name, args.calls, args.rounds, args.waiter, args.results)
     return 0
 
 

@@ -26,6 +26,7 @@ from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.fake_openai import FakeOpenAI, function_call
 from support.harness_run import edit_test_project, json_lines, run_json_lines, side_lines
 from support.installed import Installed
+from support.polls import CONFIG, poll, refused, runs
 
 CLINE = Path(__file__).parent / "e2e" / "node_modules" / ".bin" / "cline"
 pytestmark = pytest.mark.timeout(300)  # each test runs the CLI once
@@ -211,6 +212,26 @@ def test_identical_calls_in_a_row(cline: Path, installed: Installed, limit: int 
         assert side_lines(side) == ["cbprobe4"] * 3
         assert results_in_next_requests(model, calls[3:4]) == [refusal("duplicate", 3, 3)]
         assert [i["count"] for i in run.incident_lines()] == [3]
+
+
+def test_with_result_progress_a_moving_poll_runs_on_and_a_frozen_one_is_refused(
+    cline: Path, installed: Installed
+) -> None:
+    # The plugin's afterTool reports each allowed call's result. Cline ends a run at the
+    # fifth identical call in a row itself, so duplicateLimit 3 here: four copies of each.
+    run = Run(installed, {**CONFIG, "duplicateLimit": 3})
+    moving, frozen = run.work / "moving.count", run.work / "frozen.count"
+    calls = [run_commands(poll(moving, True)) for _ in range(4)]
+    calls += [run_commands(poll(frozen, False)) for _ in range(4)]
+    with FakeOpenAI([*calls, "Polled."]) as model:
+        events = run(model, "Poll the two jobs.")
+    assert finish_reason(events) == "completed"
+    texts = results_in_next_requests(model, calls)
+    assert [f"step {n}" in t for n, t in enumerate(texts[:4])] == [True] * 4
+    assert runs(moving) == 4
+    assert [t == refusal("duplicate", 3, 3) for t in texts[4:]] == refused(3, 4)
+    assert runs(frozen) == 3
+    assert [i["count"] for i in run.incident_lines()] == [3]
 
 
 def test_healthy_edit_test_cycle_is_never_denied(cline: Path, installed: Installed) -> None:

@@ -34,6 +34,7 @@ from support.dsh_runtime import (
 )
 from support.fake_anthropic import FakeAnthropic, tool_results_of, tool_use
 from support.installed import Installed
+from support.polls import CONFIG, COPIES, poll, refused, runs
 
 OVERRULE_PLUGIN = Path(__file__).parent / "support" / "dsh_overrule_plugin.mjs"
 
@@ -252,6 +253,26 @@ def test_healthy_edit_test_cycle_is_never_denied(session: DshSession) -> None:
     tests = results[1::2]
     assert [r.text.strip() for r in tests] == [f"version {v}" for v in range(1, 10)]
     assert run.starts()[0]["ok"]
+
+
+def test_with_result_progress_a_moving_poll_runs_on_and_a_frozen_one_is_refused(
+    session: DshSession,
+) -> None:
+    # The plugin's tools/post-execute stage reports each allowed call's result.
+    session.add_patch("breaker.yml", insert_row({"python": python(), **CONFIG}))
+    moving, frozen = session.work / "moving.count", session.work / "frozen.count"
+    turns = [
+        tool_use("bash", {"command": poll(c, c is moving), "description": "Poll"})
+        for c in [moving] * COPIES + [frozen] * COPIES
+    ]  # each call its own id
+    run = session.run(turns, prompt="Poll the two jobs.")
+
+    results = run.model.tool_results()
+    assert [r.text.strip() for r in results[:COPIES]] == [f"step {n}" for n in range(COPIES)]
+    assert runs(moving) == COPIES
+    assert [r.text == denial(6, 6) for r in results[COPIES:]] == refused()
+    assert runs(frozen) == 6
+    assert run.warnings() == []
 
 
 def test_denial_is_final_even_if_an_outer_listener_overrules_it(session: DshSession) -> None:

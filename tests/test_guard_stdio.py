@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dsh_circuit_breaker.config import Config
 from dsh_circuit_breaker.guard.stdio import MAX_REQUEST_BYTES, GuardServer
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.streams import readline
@@ -37,6 +38,12 @@ class Guard:
         self.proc.stdin.flush()
         reply: dict[str, Any] = json.loads(readline(self.proc.stdout))
         return reply
+
+    def send(self, request: dict[str, Any]) -> None:
+        """A request that gets no reply (a notification)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+        self.proc.stdin.flush()
 
     def close(self) -> tuple[int, str]:
         # EOF on stdin (communicate closes it): the guard exits by itself.
@@ -343,3 +350,67 @@ def test_a_lone_surrogate_in_an_id_is_judged_by_its_bytes(tmp_path: Path) -> Non
     code, stderr = g.close()
     assert code == 0 and "Traceback" not in stderr and "internal error" not in stderr
     assert len(log.read_text().splitlines()) == 2  # one incident per agent
+
+
+def poll(guard: Guard, ident: str | dict[str, Any], outputs: Iterable[str]) -> list[bool]:
+    """The same call once per output, each allowed copy's output reported as its result (a
+    notification: no reply); which copies were allowed."""
+    agent = {"agent": ident} if isinstance(ident, str) else ident
+    call = {**agent, "tool": "bash", "arguments": {"command": "job status 7"}}
+    allowed = []
+    for step, output in enumerate(outputs):
+        reply = guard.ask({"op": "check", "id": step, **call})
+        allowed.append(reply["allowed"])
+        if reply["allowed"]:
+            guard.send({"op": "result", **call, "result": output})
+    return allowed
+
+
+OFF = {"resultProgress": False, "sameResultLimit": 0}  # both named, whatever the default
+
+
+@pytest.mark.parametrize("keys", [{"resultProgress": True}, {}, OFF])
+def test_results_move_a_poll_on_only_with_result_progress(keys: dict[str, Any]) -> None:
+    guard = Guard()
+    try:
+        assert guard.ask({"op": "hello", "id": 0, "config": keys})["ok"] is True
+        moving = poll(guard, "a", (f"step {n}" for n in range(10)))
+        frozen = poll(guard, "b", ["step 0"] * 10)
+        anon = {"anon": "anon:1", "agentKeys": ["loopCtx"]}  # resolved as `check` resolves it
+        moving_anon = poll(guard, anon, (f"{n}% done" for n in range(10)))
+        # A line no reply answers would come before this one's.
+        assert guard.ask({"op": "ping", "id": 99}) == {"ok": True, "id": 99}
+    finally:
+        code, stderr = guard.close()
+    assert code == 0 and stderr == ""
+    refused_at_7th = [True] * 6 + [False] * 4
+    assert frozen == refused_at_7th
+    moves_on = keys.get("resultProgress", Config().result_progress)
+    assert moving == moving_anon == ([True] * 10 if moves_on else refused_at_7th)
+
+
+def test_a_bad_result_never_answers_never_denies_and_warns_once() -> None:
+    guard = Guard()
+    try:
+        guard.ask({"op": "hello", "id": 0, "config": {"resultProgress": True}})
+        for junk in [
+            {"op": "result"},
+            {"op": "result", "agent": "a", "tool": 7, "result": "x"},
+            {"op": "result", "agent": ["x"], "tool": "bash", "arguments": 1, "result": None},
+            {"op": "result", "anon": 5, "tool": "bash", "result": {"deep": [1, {"x": []}]}},
+            {"op": "result", "agent": "a", "tool": "bash", "arguments": {}, "result": "a" * 70000},
+        ]:
+            guard.send(junk)
+        # With an id it is answered, like forget.
+        assert guard.ask({"op": "result", "id": 5, "agent": "a", "tool": "bash"}) == {
+            "ok": True,
+            "id": 5,
+        }
+        assert poll(guard, "a", ["same"] * 7) == [True] * 6 + [False]
+    finally:
+        code, stderr = guard.close()
+    assert code == 0
+    assert stderr.splitlines() == [
+        "dsh-circuit-breaker guard: a result without a tool name; dropped "
+        "(further bad requests not reported)"
+    ]

@@ -17,6 +17,7 @@ from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.fake_openai import function_call
 from support.installed import Installed
 from support.plugin_harnesses import HARNESSES, Harness, in_scratch_home, kill_and_wait
+from support.polls import CONFIG, COPIES, poll, refused, runs
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -139,6 +140,31 @@ def test_healthy_edit_and_test_cycle_is_never_refused(harness: Harness) -> None:
     assert [r.text.strip() for r in results[1::2]] == [f"version {v}" for v in range(1, 10)]
     assert app.read_text() == "version 10\n"
     assert incidents(harness) == []
+
+
+def test_with_result_progress_a_moving_poll_runs_on_and_a_frozen_one_is_refused(
+    harness: Harness,
+) -> None:
+    # The adapter reports each allowed call's result from the harness's after-tool event.
+    config = harness.home / "breaker.json"
+    config.write_text(json.dumps(CONFIG))
+    harness.install("--config", str(config))
+    moving, frozen = harness.work / "moving.count", harness.work / "frozen.count"
+    # Each call its own id, as a real model's.
+    turns = [bash(poll(c, c is moving)) for c in [moving] * COPIES + [frozen] * COPIES]
+    with harness.model([*turns, "Polled."]) as model:
+        result = harness.run(model, "Poll the two jobs.")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert model.errors == []
+    texts = [r.text for r in model.tool_results()]
+    assert [t.strip() for t in texts[:COPIES]] == [f"step {n}" for n in range(COPIES)]
+    assert runs(moving) == COPIES
+    assert [t == DENIED for t in texts[COPIES:]] == refused()
+    assert [t.strip() for t in texts[COPIES:]][:6] == ["step"] * 6
+    assert runs(frozen) == 6
+    (incident,) = incidents(harness)
+    assert (incident["kind"], incident["count"]) == ("duplicate", 6)
+    assert "step" not in harness.incidents.read_text()  # no result content on disk
 
 
 class Killer:

@@ -9,7 +9,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { AgentKeys, decide, resetsOnUserPrompt, startGuard } from '../js/guard.mjs';
+import {
+  AgentKeys,
+  blocksText,
+  decide,
+  observesResults,
+  resetsOnUserPrompt,
+  startGuard,
+} from '../js/guard.mjs';
 
 export const name = 'dsh-circuit-breaker';
 export const inject = ['tools'];
@@ -36,7 +43,7 @@ export async function apply(ctx, config) {
 
   ctx.on('tools/pre-execute', async (exec, next) => {
     const read = () => [agents.of(exec.agent), exec.name, exec.arguments];
-    const refusal = await decide(guard, logger, read);
+    const refusal = await decide(guard, logger, read, exec);
     if (refusal === undefined) return next();
     const reason = refusal.message;
     denied.set(exec, reason);
@@ -44,6 +51,17 @@ export async function apply(ctx, config) {
     return { kind: 'deny', reason };
   });
   ctx.tools.guard((exec) => denied.get(exec));
+
+  // What an allowed call returned: the dispatch's own result (its content blocks), before
+  // any listener replaces it (a spilled output's notice names a new file every time), only
+  // where the config observes results. The call is known by its execution object: the
+  // one our pre-execute stage judged.
+  if (observesResults(effective)) {
+    ctx.on('tools/post-execute', (exec, result, next) => {
+      guard.resultOf(exec, () => blocksText(result?.content, result?.isError));
+      return next();
+    });
+  }
 
   // Stop the agent once the refused call's result (our deny) is final, so the model's
   // history keeps the refusal: DSH's `tools/result` runs after the whole pipeline, before

@@ -19,6 +19,12 @@ Requests (`id` is echoed back in the reply; any JSON value):
         -> {"id": 7, "allowed": false, "kind": "duplicate", "message": "...", "count": 6,
             "limit": 6, "stop": false}
         -> {..., "allowed": false, "stop": true, "stopReason": "..."}  (end the agent)
+    {"op": "result", "agent": "session-1", "tool": "bash", "arguments": {...}, "result": "..."}
+        (or "anon"): what an allowed call returned (text, or any JSON value), for
+        `resultProgress` and `sameResultLimit` (docs/results.md); the agent, tool and
+        arguments as its `check` sent them. No reply unless it has an `id` (then
+        `{"id": 10, "ok": true}`); one without a tool name is dropped (with the one
+        warning, as any bad request)
     {"op": "forget", "agent": "session-1"}   (or "anon"): drop that agent's state
     {"op": "ping", "id": 9}  -> {"id": 9, "ok": true}
 
@@ -81,6 +87,7 @@ class GuardServer:
             "check": self._check,
             "hello": self._hello,
             "forget": self._forget,
+            "result": self._result,
             "ping": lambda request: {"ok": True},
         }
 
@@ -175,6 +182,17 @@ class GuardServer:
             raise ConfigError(f"configFile must be a path, got {type(path).__name__}")
         base, file_state = harness_config(harness, path)
         return Config.from_mapping(raw, base=base), state_url(state, file_state)
+
+    def _result(self, request: dict[str, Any]) -> Reply | None:
+        tool = request.get("tool")
+        if isinstance(tool, str) and tool:
+            # observe never raises, and is a no-op unless the config observes results.
+            self.breaker.observe(
+                self._agent(request), tool, request.get("arguments"), request.get("result")
+            )
+        else:
+            self._warn_once("a result without a tool name; dropped")
+        return {"ok": True} if "id" in request else None
 
     def _forget(self, request: dict[str, Any]) -> Reply | None:
         anon = request.get("anon")

@@ -81,8 +81,16 @@ export function circuitBreaker(options = {}) {
         const name = toolCall?.toolName ?? tool?.name;
         if (typeof name !== 'string' || name === '') return undefined;
         const read = () => [agentKey(snapshot), name, input ?? toolCall?.input];
-        const refusal = await decide(ready.guard, logger, read);
+        const refusal = await decide(ready.guard, logger, read, toolCall?.toolCallId);
         return refusal === undefined ? undefined : answer(refusal);
+      },
+
+      // What an allowed call returned, sent only where the config observes results
+      // (`Guard.ran` kept nothing otherwise). Cline awaits this hook: it only queues a line.
+      async afterTool({ toolCall, result } = {}) {
+        const ready = await running();
+        ready?.guard.resultOf(toolCall?.toolCallId, () => outputText(result));
+        return undefined;
       },
     },
   };
@@ -109,6 +117,14 @@ function isTeamUpdates(snapshot) {
   const parts = Array.isArray(last.content) ? last.content : [{ type: 'text', text: last.content }];
   const text = parts.map((part) => (part?.type === 'text' && typeof part.text === 'string' ? part.text : '')).join('');
   return text.replace(/^<user_input\b[^>]*>/, '').startsWith(TEAM_UPDATES);
+}
+
+// A tool's result as Cline gives it to hooks: whether it failed, and its output (text, or
+// JSON for the structured outputs of run_commands and the file tools).
+function outputText(result) {
+  const output = result?.output ?? null;
+  const text = typeof output === 'string' ? output : JSON.stringify(output);
+  return `${result?.isError === true ? 'error:' : 'ok:'}\n${text}`;
 }
 
 // The main agent by its agent id; a subagent (spawn_agent) as `parent/agent`.

@@ -27,6 +27,9 @@ const DEFAULT_TIMEOUT_MS = 1000;
 const TIMEOUT_MARGIN_MS = 1000;
 const DEFAULT_START_TIMEOUT_MS = 10000;
 const UNCHECKED_REPORT_EVERY = 100;
+// Allowed calls whose result is awaited (the oldest forgotten past this: a harness that
+// reports no result for some calls, a tool that threw, must not grow the map).
+const MAX_RUNNING = 256;
 
 export class ConfigFailure extends Error {}
 
@@ -108,19 +111,38 @@ export function startAsHook({ options, harness, logger, pluginFile }) {
 // `Guard.check`), or undefined to allow.
 // `read()` returns [agentRef, tool, args] from the harness's call. Never throws: trouble
 // in reading the call allows it (pi, for one, blocks a call whose handler throws).
-export async function decide(guard, logger, read) {
+// `callId`: the harness's id for the call, given where the adapter reports its result
+// (`Guard.resultOf`): an allowed call is kept under it till then.
+export async function decide(guard, logger, read, callId) {
   try {
-    return await guard.check(...read());
+    const call = read();
+    const refusal = await guard.check(...call);
+    if (refusal === undefined && callId !== undefined) guard.ran(callId, call);
+    return refusal;
   } catch (error) {
     logger.warn('dsh-circuit-breaker: internal error, call allowed: %s', String(error));
     return undefined;
   }
 }
 
+// The text of a result made of content blocks (pi's and DSH's, as MCP's): the text blocks
+// in order, other blocks by their type, and whether it failed.
+export function blocksText(content, isError) {
+  const parts = Array.isArray(content) ? content : [];
+  const text = parts.map((block) => (block?.type === 'text' ? String(block.text) : `[${block?.type}]`));
+  return [isError === true ? 'error:' : 'ok:', ...text].join('\n');
+}
+
 // resetOnUserPrompt (default true), read from `startGuard`'s config: the guard's effective
 // keys, or the keys as given when the guard did not start.
 export function resetsOnUserPrompt(config) {
   return (config.resetOnUserPrompt ?? config.reset_on_user_prompt) !== false;
+}
+
+// Whether a config (`startGuard`'s, or the hello reply's) observes results: either key of
+// docs/results.md. An adapter hooks its harness's after-tool event only then.
+export function observesResults(config) {
+  return config?.resultProgress === true || config?.sameResultLimit > 0;
 }
 
 // For `dsh-circuit-breaker doctor`: proof that a plugin really activated (`pluginFile`:
@@ -203,6 +225,8 @@ export class Guard {
     this.pending = new Map();
     this.stopped = false;
     this.lastFailure = undefined;
+    this.observing = false; // the guard's config observes results (its hello says)
+    this.running = new Map(); // call id -> its [agentRef, tool, args JSON], till its result
   }
 
   // Start (or restart) the process and wait for its hello reply. Resolves to
@@ -255,6 +279,7 @@ export class Guard {
         result = { ok: false, failure: why };
       } else if (reply.ok === true) {
         result = { ok: true, config: reply.config };
+        this.observing = observesResults(reply.config);
         const store = reply.config?.storeTimeout;
         if (this.ownTimeout === undefined && typeof store === 'number' && store > 0) {
           this.timeoutMs = Math.max(DEFAULT_TIMEOUT_MS, store * 1000 + TIMEOUT_MARGIN_MS);
@@ -342,6 +367,64 @@ export class Guard {
     if (reply.allowed !== false || typeof reply.message !== 'string') return undefined;
     const stop = reply.stop === true && typeof reply.stopReason === 'string';
     return { message: reply.message, stop, stopReason: stop ? reply.stopReason : undefined };
+  }
+
+  // An allowed call `[agentRef, tool, args]` ran (or is about to) under the harness's id
+  // `callId`: keep it, as the check sent it, for its result. Only with a config that
+  // observes results: otherwise this costs nothing.
+  ran(callId, [agentRef, tool, args]) {
+    if (!this.observing) return;
+    let json;
+    try {
+      // As JSON now: another plugin may rewrite the arguments in place before the tool runs.
+      json = JSON.stringify(args ?? null);
+    } catch {
+      return; // arguments the check could not send either
+    }
+    this.running.delete(callId);
+    if (this.running.size >= MAX_RUNNING) this.running.delete(this.running.keys().next().value);
+    this.running.set(callId, [agentRef, tool, json]);
+  }
+
+  // The result of the call kept under `callId` (`ran`) came: report it. `result()` makes
+  // it (text, or any JSON value), only when there is a call to report it for.
+  resultOf(callId, result) {
+    const call = this.running.get(callId);
+    if (call === undefined) return;
+    this.running.delete(callId);
+    const [agentRef, tool, argsJson] = call;
+    let made;
+    try {
+      made = result();
+    } catch (error) {
+      this.logger.warn('dsh-circuit-breaker: internal error, result not recorded: %s', String(error));
+      return;
+    }
+    this.sendResult(agentRef, tool, argsJson, made);
+  }
+
+  // What an allowed call returned, for the guard's resultProgress and sameResultLimit
+  // (docs/results.md); `args` as `check` got them. Fire and forget: never waits, never
+  // throws, nothing sent unless the config observes results.
+  observe(agentRef, tool, args, result) {
+    let json;
+    try {
+      json = JSON.stringify(args ?? null);
+    } catch {
+      return;
+    }
+    this.sendResult(agentRef, tool, json, result);
+  }
+
+  sendResult(agentRef, tool, argsJson, result) {
+    const child = this.child;
+    if (!this.observing || child === null) return;
+    try {
+      const rest = JSON.stringify({ op: 'result', ...agentRef, tool, result });
+      child.stdin.write(`{"arguments":${argsJson},${rest.slice(1)}\n`);
+    } catch {
+      // A result JSON cannot carry (a cycle, a BigInt), or a guard just gone: no record.
+    }
   }
 
   // Fire and forget (agent disposal).

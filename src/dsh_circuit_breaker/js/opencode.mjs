@@ -11,7 +11,7 @@
 import { fileURLToPath } from 'node:url';
 import { format } from 'node:util';
 
-import { decide, resetsOnUserPrompt, startAsHook } from './guard.mjs';
+import { decide, observesResults, resetsOnUserPrompt, startAsHook } from './guard.mjs';
 
 const ID = 'dsh-circuit-breaker';
 
@@ -33,7 +33,7 @@ export function circuitBreaker(recorded = {}) {
     const hooks = {
       'tool.execute.before': async (call, output) => {
         const read = () => [sessionOf(call), call.tool, output.args];
-        const refusal = await decide(guard, logger, read);
+        const refusal = await decide(guard, logger, read, call.callID);
         if (refusal === undefined) return;
         if (refusal.stop && typeof call.sessionID === 'string') {
           stopped.set(call.sessionID, refusal.stopReason);
@@ -57,6 +57,15 @@ export function circuitBreaker(recorded = {}) {
       },
       dispose: async () => guard.stop(),
     };
+    // What an allowed call returned (its output text), only where the config observes
+    // results. Not `output.title`: the task tool's, and Kilo's bash's, is the call's
+    // `description`, which ignoreArgs drops from the key; a frozen poll described anew each
+    // time made progress with it. A tool that throws has no after event: no result.
+    if (observesResults(effective)) {
+      hooks['tool.execute.after'] = async (call, output) => {
+        guard.resultOf(call?.callID, () => String(output?.output ?? ''));
+      };
+    }
     // A new prompt starts a new run: a stopped session may go on. In a top-level session
     // the prompt is the user's, which resets the session (resetOnUserPrompt); a child
     // session's prompt is its parent's task, which does not.

@@ -9,7 +9,7 @@
 import { fileURLToPath } from 'node:url';
 import { format } from 'node:util';
 
-import { decide, resetsOnUserPrompt, startAsHook } from './guard.mjs';
+import { blocksText, decide, observesResults, resetsOnUserPrompt, startAsHook } from './guard.mjs';
 
 export function circuitBreaker(options = {}) {
   return async function dshCircuitBreaker(pi) {
@@ -27,11 +27,21 @@ export function circuitBreaker(options = {}) {
     pi.on('tool_call', async (event, ctx) => {
       logger.ui = ctx?.hasUI ? ctx.ui : undefined;
       const read = () => [sessionOf(ctx), event.toolName, event.input];
-      const refusal = await decide(guard, logger, read);
+      const refusal = await decide(guard, logger, read, event.toolCallId);
       if (refusal === undefined) return undefined;
       if (refusal.stop) stopRun(ctx, refusal.stopReason, logger);
       return { block: true, reason: refusal.message };
     });
+
+    // What an allowed call returned (its content blocks, as the handlers before us left
+    // them), only where the config observes results: pi runs no `tool_result` stage for an
+    // extension that has no handler for it.
+    if (observesResults(effective)) {
+      pi.on('tool_result', (event) => {
+        guard.resultOf(event?.toolCallId, () => blocksText(event.content, event.isError));
+        return undefined;
+      });
+    }
 
     // A prompt the user typed (or sent over RPC) starts the session afresh; one that an
     // extension injected (`source: "extension"`) does not.
