@@ -140,7 +140,7 @@ def refused_copies(
         copy += is_poll
         if out not in ("", "{}"):
             assert is_poll, (event, out)
-            assert "Circuit breaker: this" in out
+            assert "Circuit breaker: NOT run, a repeat" in out
             refused.append(copy)
     return refused
 
