@@ -24,6 +24,7 @@ import itertools
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -273,9 +274,19 @@ def _key(config: Config) -> str:
     return json.dumps(config_summary(config), sort_keys=True)
 
 
+def _distinct(current: Config, candidates: Iterable[Config]) -> list[Config]:
+    """The candidates that differ from `current` and from each other, in order."""
+    seen, kept = {_key(current)}, []
+    for config in candidates:
+        key = _key(config)
+        if key not in seen:
+            seen.add(key)
+            kept.append(config)
+    return kept
+
+
 def grid(current: Config, limits: list[int], windows: list[int]) -> list[Config]:
-    configs = [current]
-    seen = {_key(current)}
+    candidates = []
     for reset in (True, False):
         for window in windows:
             for limit in limits:
@@ -286,11 +297,8 @@ def grid(current: Config, limits: list[int], windows: list[int]) -> list[Config]
                     )
                 except ConfigError:
                     continue  # a window smaller than the limit: not a config anyone can use
-                key = _key(config)
-                if key not in seen:
-                    seen.add(key)
-                    configs.append(config)
-    return configs
+                candidates.append(config)
+    return [current, *_distinct(current, candidates)]
 
 
 def results_grid(current: Config, same_limits: list[int]) -> list[Config]:
@@ -302,12 +310,7 @@ def results_grid(current: Config, same_limits: list[int]) -> list[Config]:
     configs += [
         current.replace(result_progress=True, same_result_limit=n) for n in same_limits if n >= 2
     ]
-    seen, kept = {_key(current)}, []
-    for config in configs:
-        if _key(config) not in seen:
-            seen.add(_key(config))
-            kept.append(config)
-    return kept
+    return _distinct(current, configs)
 
 
 def stop_grid(
@@ -315,17 +318,13 @@ def stop_grid(
 ) -> list[Config]:
     """Every stopAfterDenials value with every combination of the budgets to try, each on
     top of the current config; the current config itself left out (the first grid has it)."""
-    configs, seen = [], {_key(current)}
     patterns = [pattern for pattern, _ in budgets]
+    candidates = []
     for after in stops:
         for limits in itertools.product(*(values for _, values in budgets)):
             tool_limits = {**current.tool_limits, **dict(zip(patterns, limits, strict=True))}
-            config = current.replace(stop_after_denials=after, tool_limits=tool_limits)
-            key = _key(config)
-            if key not in seen:
-                seen.add(key)
-                configs.append(config)
-    return configs
+            candidates.append(current.replace(stop_after_denials=after, tool_limits=tool_limits))
+    return _distinct(current, candidates)
 
 
 COLUMNS = [
@@ -561,52 +560,4 @@ def _print_results(current: Outcome, others: list[Outcome]) -> None:
         "\nMOVING: loops whose recorded results moved (a poll at work), of them "
         "stopped. A transcript without results gives the same figures on every row."
     )
-    print(results_verdict(off, [o for o in rows if o.config.observes_results]))
-
-
-def results_verdict(current: Outcome, with_results: list[Outcome]) -> str:
-    """One line: the results setting the transcripts favour over `current` (the calls
-    alone), if any. It must deny no more
-    runs outside loops and stop as many real (not moving) loops; then fewer false denials,
-    fewer moving polls refused, or more loops stopped decide."""
-
-    def real_stopped(o: Outcome) -> int:
-        return o.loops_stopped - o.moving_loops_stopped
-
-    better = [
-        o
-        for o in with_results
-        if o.non_loop_denied <= current.non_loop_denied
-        and real_stopped(o) >= real_stopped(current)
-        and (
-            o.non_loop_denied < current.non_loop_denied
-            or o.moving_loops_stopped < current.moving_loops_stopped
-            or real_stopped(o) > real_stopped(current)
-        )
-    ]
-    if not better:
-        same = all(
-            (o.runs_with_denial, o.denied) == (current.runs_with_denial, current.denied)
-            for o in with_results
-        )
-        if same:
-            return (
-                "Verdict: results change nothing on these transcripts (none recorded, or "
-                "none that moved)."
-            )
-        return (
-            "Verdict: these transcripts do not favour observing results: set "
-            "resultProgress = false and sameResultLimit = 0."
-        )
-    best = max(better, key=lambda o: (real_stopped(o), -o.non_loop_denied, -o.moving_loops_stopped))
-    c = best.config
-    keys = "resultProgress = true" + (
-        f", sameResultLimit = {c.same_result_limit}" if c.same_result_limit else ""
-    )
-    return (
-        f"Verdict: these transcripts favour {keys}: it refuses {best.moving_loops_stopped} of "
-        f"{best.moving_loops} moving polls (against {current.moving_loops_stopped}), denies "
-        f"{best.non_loop_denied} runs outside a loop (against {current.non_loop_denied}) and "
-        f"stops {real_stopped(best)} loops whose results did not move (against "
-        f"{real_stopped(current)})."
-    )
+    print(recommend.results(off, [o for o in rows if o.config.observes_results]))

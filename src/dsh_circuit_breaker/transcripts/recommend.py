@@ -1,6 +1,9 @@
 """calibrate's last lines: which of the configs it tried the runs favour, in words a person
 can act on (the keys to set, and why).
 
+The results line: whether observing results (docs/results.md) does better than the calls
+alone, by the same measures, loops whose results moved counted apart.
+
 The duplicate rule: the fewest runs denied without a loop (possible false positives)
 first, then the most loops stopped. The stop: the fewest runs stopped outside a loop, then
 the most loops ended. A tie keeps the current config, else takes the most lenient (the
@@ -26,6 +29,10 @@ class Tried(Protocol):
     non_loop_denied: int
     loops_ended: int
     non_loop_stopped_count: int
+    moving_loops: int  # loops whose recorded results moved
+    moving_loops_stopped: int
+    runs_with_denial: int
+    denied: int
 
     def median_stop(self) -> int | None: ...
 
@@ -118,3 +125,51 @@ def _settings(key: str, value: Any) -> list[str]:
     if isinstance(value, dict):
         return [f"{key}.{pattern}={limit}" for pattern, limit in value.items()] or [f"{key}={{}}"]
     return [f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
+
+
+def results(current: Tried, with_results: list[Tried]) -> str:
+    """One line: the results setting the transcripts favour over `current` (the calls
+    alone), if any. It must deny no more runs outside loops and stop as many real (not
+    moving) loops; then fewer false denials, fewer moving polls refused, or more loops
+    stopped decide."""
+
+    def real_stopped(o: Tried) -> int:
+        return o.loops_stopped - o.moving_loops_stopped
+
+    better = [
+        o
+        for o in with_results
+        if o.non_loop_denied <= current.non_loop_denied
+        and real_stopped(o) >= real_stopped(current)
+        and (
+            o.non_loop_denied < current.non_loop_denied
+            or o.moving_loops_stopped < current.moving_loops_stopped
+            or real_stopped(o) > real_stopped(current)
+        )
+    ]
+    if not better:
+        same = all(
+            (o.runs_with_denial, o.denied) == (current.runs_with_denial, current.denied)
+            for o in with_results
+        )
+        if same:
+            return (
+                "Verdict: results change nothing on these transcripts (none recorded, or "
+                "none that moved)."
+            )
+        return (
+            "Verdict: these transcripts do not favour observing results: set "
+            "resultProgress = false and sameResultLimit = 0."
+        )
+    best = max(better, key=lambda o: (real_stopped(o), -o.non_loop_denied, -o.moving_loops_stopped))
+    c = best.config
+    keys = "resultProgress = true" + (
+        f", sameResultLimit = {c.same_result_limit}" if c.same_result_limit else ""
+    )
+    return (
+        f"Verdict: these transcripts favour {keys}: it refuses {best.moving_loops_stopped} of "
+        f"{best.moving_loops} moving polls (against {current.moving_loops_stopped}), denies "
+        f"{best.non_loop_denied} runs outside a loop (against {current.non_loop_denied}) and "
+        f"stops {real_stopped(best)} loops whose results did not move (against "
+        f"{real_stopped(current)})."
+    )
