@@ -134,8 +134,7 @@ def result_text(result: object) -> str:
 
 def _canonical_json(text: str) -> str:
     """A result that is JSON text, as canonical JSON: its key order is not news."""
-    head = text[:1] if text[:1] in "{[" else text.lstrip()[:1]
-    if head not in ("{", "[") or len(text) > 2 * _EDGE:
+    if len(text) > 2 * _EDGE or text.lstrip()[:1] not in ("{", "["):
         return text
     try:
         return canonical(loads(text))

@@ -34,6 +34,7 @@ from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ..stop import AgentStopped
 from ._common import (
+    Call,
     RecentAgents,
     acheck,
     areset,
@@ -85,15 +86,20 @@ class LlamaIndexCircuitBreaker:
                 run = self._runs[store] = self._next_run
         return f"llamaindex:{agent}:run-{run}"
 
-    async def check(self, agent: str, ctx: Any, tool: str, kwargs: dict[str, Any]) -> Decision:
+    async def check(
+        self, agent: str, ctx: Any, tool: str, kwargs: dict[str, Any]
+    ) -> tuple[Call, Decision]:
+        """The decision on one call, with the call as the breaker judged it (agent key,
+        tool, arguments): what its result is observed against."""
         key = self.agent_id(agent, ctx)
         dropped = self._recent.touch(key) if ctx is not None else None
         if dropped is not None:
             await areset(self.breaker, dropped)
-        decision = await acheck(self.breaker, key, tool, model_arguments(kwargs))
+        call = (key, tool, model_arguments(kwargs))
+        decision = await acheck(self.breaker, *call)
         if decision.stop:
             raise LlamaIndexStopped(decision, key)
-        return decision
+        return call, decision
 
 
 class GuardedTool(FunctionTool):
@@ -111,15 +117,15 @@ class GuardedTool(FunctionTool):
     async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
         ctx = kwargs.pop(CTX, None)
         try:
-            decision = await self.guard.check(self.agent, ctx, self.metadata.get_name(), kwargs)
+            call, decision = await self.guard.check(
+                self.agent, ctx, self.metadata.get_name(), kwargs
+            )
         except LlamaIndexStopped:
             raise
         except Exception:
             warn_allowed("llamaindex guarded tool")
             return await self._run(ctx, *args, **kwargs)
         if decision.allowed:
-            name = self.metadata.get_name()
-            call = (self.guard.agent_id(self.agent, ctx), name, model_arguments(kwargs))
             run = self._run(ctx, *args, **kwargs)
             return await arun_observed(self.guard.breaker, call, run, _content)
         text = refusal_text(decision)
