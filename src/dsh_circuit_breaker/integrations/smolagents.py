@@ -96,24 +96,27 @@ class CircuitBreakerGuard:
             self.guard(member)
         return agent
 
-    def check(self, agent: Any, tool: str, arguments: Any) -> Decision | None:
-        """The breaker's decision on one call of `agent`'s current run, or None to let it
-        run (allowed, or the guard's own step failed: fail open)."""
+    def call(
+        self,
+        agent: Any,
+        tool: str,
+        arguments: Any,
+        run: Callable[[], Any],
+        refused: Callable[[Decision], Any],
+    ) -> Any:
+        """One call of `agent`'s current run: `run()` it if the breaker allows it (its
+        result observed, docs/results.md), or if the guard's own step failed (fail open);
+        else what `refused(decision)` gives."""
         call = self._call(agent, tool, arguments)
         if call is None:
-            return None
+            return run()
         decision = self.breaker.check(*call)
         if decision.allowed:
-            return None
+            return run_observed(self.breaker, call, run, str)
         if decision.stop:
             self._stops.add(call[0], decision)
             agent.interrupt()  # smolagents ends the run before its next model request
-        return decision
-
-    def run(self, agent: Any, tool: str, arguments: Any, run: Callable[[], Any]) -> Any:
-        """`run()` the call the breaker allowed, its result observed (docs/results.md)."""
-        call = self._call(agent, tool, arguments)
-        return run() if call is None else run_observed(self.breaker, call, run, str)
+        return refused(decision)
 
     def _call(self, agent: Any, tool: str, arguments: Any) -> Call | None:
         try:
@@ -124,12 +127,12 @@ class CircuitBreakerGuard:
 
     def _execute_of(self, agent: Any, execute: Callable[..., Any]) -> Callable[..., Any]:
         def execute_tool_call(tool_name: str, arguments: Any) -> Any:
-            decision = (
-                None if tool_name == FINAL_ANSWER else self.check(agent, tool_name, arguments)
-            )
-            if decision is not None:
-                return refusal_text(decision)
-            return self.run(agent, tool_name, arguments, lambda: execute(tool_name, arguments))
+            def run() -> Any:
+                return execute(tool_name, arguments)
+
+            if tool_name == FINAL_ANSWER:
+                return run()
+            return self.call(agent, tool_name, arguments, run, refusal_text)
 
         return execute_tool_call
 
@@ -199,13 +202,15 @@ class GuardedTool:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         named = dict(zip(self.tool.inputs, args, strict=False)) if args else {}
-        decision = self._guard.check(self._agent, self.tool.name, {**named, **kwargs})
-        if decision is not None:
+
+        def refused(decision: Decision) -> Any:
             raise ToolCallRefused(refusal_text(decision))
+
+        def run() -> Any:
+            return self.tool(*args, **kwargs)
+
         arguments = {**named, **kwargs}
-        return self._guard.run(
-            self._agent, self.tool.name, arguments, lambda: self.tool(*args, **kwargs)
-        )
+        return self._guard.call(self._agent, self.tool.name, arguments, run, refused)
 
 
 def guard(
