@@ -257,3 +257,99 @@ def test_a_long_lived_store_follows_its_file_when_it_is_removed(tmp_path: Path, 
             hook.close()
     assert runs == [True] * 6 + [False] * 4  # one count of 6, not one per file
     guard.close()
+
+
+@pytest.mark.timeout(60)
+def test_threads_share_commits_and_every_count_is_exact(tmp_path: Path) -> None:
+    """Group commit: 8 threads' decisions go in shared transactions, and none is lost or
+    doubled (4 agents, 2 threads each)."""
+    store = SQLiteStore(str(tmp_path / "state.db"))
+    commits: list[int] = []
+    original = store._run
+
+    def counted(batch: list[object]) -> None:
+        commits.append(len(batch))
+        original(batch)  # type: ignore[arg-type]
+
+    store._run = counted  # type: ignore[method-assign]
+
+    def step(state: AgentState) -> int:
+        state.calls += 1
+        return state.calls
+
+    def worker(agent: str, seen: list[int]) -> None:
+        for _ in range(150):
+            seen.append(store.transact(agent, step))
+
+    seen: dict[int, list[int]] = {n: [] for n in range(8)}
+    threads = [threading.Thread(target=worker, args=(f"a{n % 4}", seen[n])) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(50)
+    for agent in range(4):
+        values = sorted(seen[agent] + seen[agent + 4])
+        assert values == list(range(1, 301)), f"agent a{agent}"
+    assert sum(commits) == 8 * 150
+    assert len(commits) < 8 * 150, "every decision committed alone: no group commit"
+
+
+@pytest.mark.timeout(30)
+def test_a_failing_step_in_a_batch_writes_nothing_and_spares_the_others(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "state.db"))
+    store.transact("a", lambda state: setattr(state, "calls", 5))
+    results: dict[str, object] = {}
+
+    def bad(state: AgentState) -> None:
+        state.calls = 99
+        raise RuntimeError("a bug in a step")
+
+    def good(state: AgentState) -> int:
+        state.calls += 1
+        return state.calls
+
+    def run(name: str, agent: str, step: object) -> None:
+        try:
+            results[name] = store.transact(agent, step)  # type: ignore[arg-type]
+        except Exception as exc:
+            results[name] = exc
+
+    # Holding the store's lock makes all three queue, so one batch takes them together.
+    with store._lock:
+        threads = [
+            threading.Thread(target=run, args=args)
+            for args in (("first", "a", good), ("bad", "a", bad), ("last", "a", good))
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while len(store._queue) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(store._queue) == 3
+    for thread in threads:
+        thread.join(10)
+    assert isinstance(results["bad"], RuntimeError)
+    assert sorted([results["first"], results["last"]]) == [6, 7]  # type: ignore[type-var]
+    assert store.transact("a", lambda state: state.calls) == 7
+
+
+@pytest.mark.timeout(30)
+def test_a_state_kept_in_memory_never_hides_another_writer(tmp_path: Path) -> None:
+    """A long-lived store reuses the state it wrote last only while the row is that very
+    record: another process's write in between is read, and a corrupt row starts afresh."""
+    path = str(tmp_path / "state.db")
+    guard, hook = SQLiteStore(path), SQLiteStore(path)
+
+    def count(state: AgentState) -> int:
+        state.calls += 1
+        return state.calls
+
+    assert [guard.transact("a", count) for _ in range(3)] == [1, 2, 3]
+    assert hook.transact("a", count) == 4
+    assert guard.transact("a", count) == 5
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE agents SET state = ? WHERE agent = 'a'", (b"{not json",))
+    assert guard.transact("a", count) == 1  # afresh, and the record replaced
+    assert hook.transact("a", count) == 2
+    hook.reset("a")
+    assert guard.transact("a", count) == 1

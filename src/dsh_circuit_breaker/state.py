@@ -11,8 +11,12 @@ from .keys import DIGEST_SIZE
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections import deque
+    from collections.abc import Callable, Iterable
     from typing import Any
-else:  # the C type `collections` re-exports: the package costs a hook process an import
+
+    _count: Callable[[dict[bytes, int], Iterable[bytes]], None]
+else:  # the C parts `collections` uses: the package costs a hook process an import
+    from _collections import _count_elements as _count  # what Counter(iterable) runs
     from _collections import deque
 
 FORMAT_VERSION = 1
@@ -141,13 +145,17 @@ class AgentState:
         state.results = {
             _key(k): (bytes.fromhex(d), int(n)) for k, (d, n) in _mapping(record, "results").items()
         }
+        # A full window is 200 keys on every load: counted in C, not key by key.
         first = state.calls - len(keys)
-        restart = state.restart
-        for offset, key in enumerate(keys):
-            state.counts[key] = state.counts.get(key, 0) + 1
-            position = first + offset
-            if position >= state.last_new and position >= restart.get(key, -1):
-                state.since[key] = state.since.get(key, 0) + 1
+        _count(state.counts, keys)
+        _count(state.since, keys[max(state.last_new - first, 0) :])
+        for key, position in state.restart.items():
+            if position > state.last_new:  # its copies count from a later call still
+                copies = keys[max(position - first, 0) :].count(key)
+                if copies:
+                    state.since[key] = copies
+                else:
+                    state.since.pop(key, None)
         return state
 
     def dumps(self) -> bytes:

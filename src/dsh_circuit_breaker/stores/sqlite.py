@@ -33,7 +33,7 @@ from .unavailable import StoreUnavailable
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs a hook process more than its whole decision
     from collections.abc import Callable, Iterator
-    from typing import TypeVar
+    from typing import Any, TypeVar
 
     T = TypeVar("T")
 
@@ -43,6 +43,7 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS agents_updated ON agents (updated)",
 )
 EXPIRE_BATCH = 64
+SEEN_AGENTS = 1024  # agents whose last written state a long-lived process keeps
 _EXPIRE = (
     "DELETE FROM agents WHERE rowid IN"
     f" (SELECT rowid FROM agents WHERE updated < ? LIMIT {EXPIRE_BATCH})"
@@ -92,31 +93,41 @@ class SQLiteStore:
         # One connection per store; threads of one process take turns on it (SQLite's
         # file lock orders processes, this lock orders threads within one).
         self._lock = _thread.allocate_lock()  # `threading` costs a hook process an import
+        self._queued = _thread.allocate_lock()  # guards `_queue` alone, held for an append
+        self._queue: list[_Pending] = []
+        # agent -> (its state as this process last wrote it, that record): a decision
+        # that reads back the very record reuses the state rather than parsing it. The
+        # row is still read in the transaction, so another writer's record is never
+        # missed; only an identical one is skipped.
+        self._seen: dict[str, tuple[AgentState, bytes]] = {}
 
     # -- the Store protocol ------------------------------------------------------------
     def transact(self, agent: str, step: Callable[[AgentState], T]) -> T:
+        """Group commit: the thread that takes the lock runs every decision queued by then
+        in one transaction, and each thread has its answer only once that commits. So
+        threads of one process (the guard's workers) share one commit and one wait for the
+        file lock; a process with one thread (a command hook) commits alone, as before."""
+        mine = _Pending(agent, step)
+        with self._queued:
+            self._queue.append(mine)
         with self._lock:
-            return self._transact(agent, step)
+            if not mine.done:
+                with self._queued:
+                    batch, self._queue = self._queue, []
+                self._run(batch)
+        if mine.error is not None:
+            raise mine.error
+        return mine.value  # type: ignore[no-any-return]
 
-    def _transact(self, agent: str, step: Callable[[AgentState], T]) -> T:
-        db = self._connect()
+    def _run(self, batch: list[_Pending]) -> None:
+        failure = "interrupted"  # what every caller is told unless the batch commits
         try:
+            db = self._connect()
             db.execute("BEGIN IMMEDIATE")
             try:
                 now = time.time()
-                row = db.execute(
-                    "SELECT updated, state FROM agents WHERE agent = ?", (agent,)
-                ).fetchone()
-                if row is None or row[0] < now - self.expiry:
-                    state = AgentState()
-                else:
-                    state = AgentState.loads(row[1])
-                result = step(state)
-                state.updated = now
-                db.execute(
-                    "INSERT OR REPLACE INTO agents (agent, updated, state) VALUES (?, ?, ?)",
-                    (agent, now, state.dumps()),
-                )
+                for pending in batch:
+                    self._decide(db, pending, now)
                 # Expired rows go in the same transaction, a few at a time: the index
                 # makes this a short range probe, so no decision holds the write lock for
                 # long however many agents expired at once (a million rows in one DELETE
@@ -124,13 +135,62 @@ class SQLiteStore:
                 # still never grows with agents long gone: a decision adds one row at most.
                 db.execute(_EXPIRE, (now - self.expiry,))
                 db.execute("COMMIT")
+                failure = ""
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            raise StoreUnavailable(f"sqlite {self.path}: {exc}") from exc
-        return result
+            failure = str(exc)
+        finally:
+            for pending in batch:
+                if failure and pending.error is None:  # nothing of the batch was kept
+                    pending.error = StoreUnavailable(f"sqlite {self.path}: {failure}")
+                pending.done = True
+
+    def _decide(self, db: sqlite3.Connection, pending: _Pending, now: float) -> None:
+        """One decision of a batch. A step that raises writes nothing (its agent's row
+        stays as it was, for the rest of the batch too) and its caller has the error;
+        SQLite's own errors end the whole batch."""
+        agent = pending.agent
+        row = db.execute("SELECT updated, state FROM agents WHERE agent = ?", (agent,)).fetchone()
+        # Taken, not copied: a step that raises leaves nothing behind to be reused.
+        seen = self._seen.pop(agent, None)
+        try:
+            if row is None or row[0] < now - self.expiry:
+                state = AgentState()
+            elif seen is not None and seen[1] == row[1]:
+                state = seen[0]  # the row is what this process wrote: no need to parse it
+            else:
+                state = AgentState.readable(row[1]) or self._unreadable(agent)
+            value = pending.step(state)
+            state.updated = now
+            record = state.dumps()
+        except Exception as exc:
+            pending.error = exc
+            return
+        if row is None:
+            db.execute(
+                "INSERT INTO agents (agent, updated, state) VALUES (?, ?, ?)",
+                (pending.agent, now, record),
+            )
+        else:
+            # In place: a replaced row would get a new rowid, and its index entries and
+            # freed pages would double what each commit writes (each page a syscall).
+            db.execute(
+                "UPDATE agents SET updated = ?, state = ? WHERE agent = ?",
+                (now, record, pending.agent),
+            )
+        pending.value = value
+        self._seen[agent] = (state, record)
+        if len(self._seen) > SEEN_AGENTS:
+            del self._seen[next(iter(self._seen))]  # the least recently decided
+
+    def _unreadable(self, agent: str) -> AgentState:
+        from .records import unreadable  # a corrupt row is rare: hooks do not import it
+
+        unreadable(agent, f"sqlite {self.path}", "not a record this version can read")
+        return AgentState()
 
     def open(self) -> None:
         with self._lock:
@@ -139,6 +199,7 @@ class SQLiteStore:
     def reset(self, agent: str) -> None:
         try:
             with self._lock:
+                self._seen.pop(agent, None)
                 self._connect().execute("DELETE FROM agents WHERE agent = ?", (agent,))
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"sqlite {self.path}: {exc}") from exc
@@ -156,6 +217,7 @@ class SQLiteStore:
 
     def close(self) -> None:
         with self._lock:
+            self._seen.clear()
             if self._db is not None:
                 self._db.close()
                 self._db = None
@@ -227,3 +289,16 @@ def _open_private(path: str) -> None:
     os.close(open_private(path, os.O_RDWR | os.O_CREAT))
     for side in ("-wal", "-shm"):
         check_private(path + side)
+
+
+class _Pending:
+    """One decision waiting for a batch: the agent, its step, and, once `done`, the
+    step's value or the error its caller raises."""
+
+    __slots__ = ("agent", "done", "error", "step", "value")
+
+    def __init__(self, agent: str, step: Callable[[AgentState], Any]) -> None:
+        self.agent, self.step = agent, step
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
