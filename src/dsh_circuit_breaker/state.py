@@ -70,18 +70,20 @@ class AgentState:
 
     def record(self, key: bytes, window: int) -> None:
         """Append an allowed call, evicting the oldest past `window`."""
-        is_new = key not in self.counts
+        counts, since = self.counts, self.since
+        is_new = key not in counts
         while len(self.window) >= window:
             self._evict()
         self.window.append(key)
-        self.counts[key] = self.counts.get(key, 0) + 1
+        counts[key] = counts.get(key, 0) + 1
         if is_new:
-            self.since.clear()
-            self.restart.clear()  # all before the new call: it outranks them
+            since.clear()
+            if self.restart:
+                self.restart.clear()  # all before the new call: it outranks them
             self.last_new = self.calls
-            self.since[key] = 1
+            since[key] = 1
         else:
-            self.since[key] = self.since.get(key, 0) + 1
+            since[key] = since.get(key, 0) + 1
         self.calls += 1
 
     def progress(self, key: bytes, position: int) -> None:
@@ -94,13 +96,20 @@ class AgentState:
     def _evict(self) -> None:
         position = self.calls - len(self.window)
         old = self.window.popleft()
-        _decrement(self.counts, old)
-        if position >= self.last_new and position >= self.restart.get(old, -1):
+        restart = self.restart
+        if position >= self.last_new and position >= (restart.get(old, -1) if restart else -1):
             _decrement(self.since, old)
-        if old not in self.counts:  # out of the window: nothing left to compare with
+        counts = self.counts
+        left = counts[old] - 1
+        if left:
+            counts[old] = left
+            return
+        del counts[old]
+        # Out of the window: nothing left to compare with. (Only results fill these.)
+        if self.awaiting or self.results or restart:
             self.awaiting.pop(old, None)
             self.results.pop(old, None)
-            self.restart.pop(old, None)
+            restart.pop(old, None)
 
     def to_record(self) -> dict[str, Any]:
         record = {
