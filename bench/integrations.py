@@ -423,6 +423,156 @@ def dspy_react(calls: int) -> Runner:
     return run
 
 
+# The side-venv frameworks (pyproject.toml's side-* extras): run with that venv's python,
+# e.g. .installed/side-crewai/bin/python bench/integrations.py --only crewai.
+
+
+def crewai(calls: int) -> Runner:
+    import os
+
+    for key in ("CREWAI_DISABLE_TELEMETRY", "CREWAI_DISABLE_TRACKING", "OTEL_SDK_DISABLED"):
+        os.environ.setdefault(key, "true")  # no uploads from a benchmark
+    os.environ.setdefault("CREWAI_TRACING_ENABLED", "false")
+    from crewai import Agent, Crew, Task
+    from crewai.llms.base_llm import BaseLLM
+    from crewai.tools import tool
+
+    from dsh_circuit_breaker.integrations.crewai import CrewAICircuitBreaker
+
+    @tool("search")
+    def search(query: str) -> str:
+        """Search."""
+        return "r"
+
+    def run(config: Any) -> None:
+        made = [0]
+
+        # Text tool calls (CrewAI's ReAct format): a custom LLM without native function
+        # calling; CrewAI parses them and runs the tool through its tool-call hooks.
+        class Scripted(BaseLLM):  # type: ignore[misc]
+            def call(self, messages: Any, *args: Any, **kw: Any) -> Any:
+                n, made[0] = made[0], made[0] + 1
+                if n < calls:
+                    arguments = json.dumps({"query": str(n)})
+                    return f"Thought: t\nAction: search\nAction Input: {arguments}"
+                return "Thought: t\nFinal Answer: done"
+
+            def supports_function_calling(self) -> bool:
+                return False
+
+        agent = Agent(
+            role="r",
+            goal="g",
+            backstory="b",
+            tools=[search],
+            llm=Scripted(model="scripted"),
+            cache=False,  # CrewAI's tool cache: every call is new here anyway
+            max_iter=calls + 10,
+            verbose=False,
+        )
+        crew = Crew(
+            agents=[agent], tasks=[Task(description="go", expected_output="x", agent=agent)]
+        )
+        if config is None:
+            out = crew.kickoff()
+        else:
+            with CrewAICircuitBreaker(config=config):  # its hooks are global: out again after
+                out = crew.kickoff()
+        assert str(out) == "done", out
+        assert made[0] == calls + 1  # every call ran within the iteration limit
+
+    return run
+
+
+def llamaindex(calls: int) -> Runner:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.core.tools import FunctionTool
+
+    from dsh_circuit_breaker.integrations.llamaindex import LlamaIndexCircuitBreaker, guard
+
+    def search(query: str) -> str:
+        """Search."""
+        return "r"
+
+    def run(config: Any) -> None:
+        made = [0]
+
+        def respond(messages: Any, **kw: Any) -> Any:
+            n, made[0] = made[0], made[0] + 1
+            if n < calls:
+                call = ToolCallBlock(
+                    tool_call_id=f"c{n}", tool_name="search", tool_kwargs={"query": str(n)}
+                )
+                return ChatMessage(role=MessageRole.ASSISTANT, blocks=[call])
+            return ChatMessage(role=MessageRole.ASSISTANT, content="done")
+
+        llm = MockFunctionCallingLLM(response_generator=respond)
+        agent = FunctionAgent(tools=[FunctionTool.from_defaults(search)], llm=llm)
+        if config is not None:
+            guard(agent, LlamaIndexCircuitBreaker(config=config))
+
+        async def go() -> str:
+            return str(await agent.run(user_msg="go", max_iterations=calls + 10))
+
+        assert asyncio.run(go()) == "done"
+        assert made[0] == calls + 1
+
+    return run
+
+
+def semantic_kernel(calls: int) -> Runner:
+    from semantic_kernel.agents import ChatCompletionAgent
+    from semantic_kernel.connectors.ai.chat_completion_client_base import (
+        ChatCompletionClientBase,
+    )
+    from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
+    from semantic_kernel.contents import AuthorRole, ChatMessageContent, FunctionCallContent
+    from semantic_kernel.functions import KernelPlugin, kernel_function
+
+    from dsh_circuit_breaker.integrations.semantic_kernel import (
+        SemanticKernelCircuitBreaker,
+        guard,
+    )
+
+    def search(query: str) -> str:
+        """Search."""
+        return "r"
+
+    def run(config: Any) -> None:
+        made = [0]
+
+        # Semantic Kernel's own function-calling loop (get_chat_message_contents) around a
+        # scripted inner request, as its connectors do it.
+        class Scripted(ChatCompletionClientBase):  # type: ignore[misc]
+            SUPPORTS_FUNCTION_CALLING = True
+
+            async def _inner_get_chat_message_contents(self, history: Any, settings: Any) -> Any:
+                n, made[0] = made[0], made[0] + 1
+                if n < calls:
+                    arguments = json.dumps({"query": str(n)})
+                    item = FunctionCallContent(id=f"c{n}", name="tools-search", arguments=arguments)
+                    return [ChatMessageContent(role=AuthorRole.ASSISTANT, items=[item])]
+                return [ChatMessageContent(role=AuthorRole.ASSISTANT, content="done")]
+
+        agent = ChatCompletionAgent(
+            service=Scripted(ai_model_id="scripted"),
+            name="bench",
+            plugins=[KernelPlugin(name="tools", functions=[kernel_function(search)])],
+            function_choice_behavior=FunctionChoiceBehavior.Auto(
+                maximum_auto_invoke_attempts=calls + 10
+            ),
+        )
+        if config is not None:
+            guard(agent, SemanticKernelCircuitBreaker(config=config))
+        out = asyncio.run(agent.get_response(messages="go"))
+        assert out.message.content == "done", out.message
+        assert made[0] == calls + 1
+
+    return run
+
+
 def claude_hook(calls: int) -> tuple[float, float]:
     """Microseconds per awaited hook call: the breaker's PreToolUse callback, and a no-op."""
     from dsh_circuit_breaker.integrations.claude_agent_sdk import ClaudeCircuitBreaker
@@ -454,6 +604,9 @@ FRAMEWORKS: dict[str, Callable[[int], Runner]] = {
     "agent-framework": agent_framework,
     "smolagents": smolagents,
     "dspy": dspy_react,
+    "crewai": crewai,
+    "llamaindex": llamaindex,
+    "semantic-kernel": semantic_kernel,
 }
 
 
@@ -523,7 +676,11 @@ def main() -> None:
         f"{'added us':>10}{'median ratio':>14}"
     )
     for name in chosen:
-        run = FRAMEWORKS[name](args.calls)
+        try:
+            run = FRAMEWORKS[name](args.calls)
+        except ImportError as error:  # a side-venv framework, run from another venv
+            print(f"{name:<16}skipped: not importable here ({error})")
+            continue
         run(guard)  # warm up imports and caches for both
         run(baseline)
         base: list[float] = []

@@ -180,7 +180,11 @@ PAGES = [
 
 # Pages whose framework installs only in a side venv (pyproject.toml's side-NAME extras):
 # their blocks run there, by scripts/test (conftest.py's `side` marker).
-SIDE_PAGES = {"crewai.md": "crewai", "llamaindex.md": "llamaindex"}
+SIDE_PAGES = {
+    "crewai.md": "crewai",
+    "llamaindex.md": "llamaindex",
+    "semantic-kernel.md": "semantic-kernel",
+}
 PYTHON_RUN = [
     pytest.param(
         b,

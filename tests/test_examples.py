@@ -134,6 +134,7 @@ RUNS = {
         "crewai", OPENAI, [SEARCH] * 10, "3 results", env=tuple(CREWAI_OFFLINE.items())
     ),
     "llamaindex_example.py": Example("llama_index.llms.openai", OPENAI, [SEARCH] * 10, "3 results"),
+    "semantic_kernel_example.py": Example("semantic_kernel", OPENAI, [SEARCH] * 10, "3 results"),
     "claude_agent_sdk_example.py": Example(
         "claude_agent_sdk",
         ANTHROPIC,
@@ -147,7 +148,11 @@ RUNS = {
 
 # Examples whose framework installs only in a side venv (pyproject.toml's side-NAME extras):
 # run there by scripts/test (conftest.py's `side` marker).
-SIDE = {"crewai_example.py": "crewai", "llamaindex_example.py": "llamaindex"}
+SIDE = {
+    "crewai_example.py": "crewai",
+    "llamaindex_example.py": "llamaindex",
+    "semantic_kernel_example.py": "semantic-kernel",
+}
 EXAMPLES_RUN = [
     pytest.param(n, marks=[pytest.mark.side(SIDE[n])] if n in SIDE else [], id=n)
     for n in sorted(RUNS)
