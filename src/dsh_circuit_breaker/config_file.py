@@ -261,3 +261,21 @@ def _yaml() -> Any:
         return yaml
     except ImportError:
         raise ConfigError("a YAML config file needs PyYAML (pip install pyyaml)") from None
+
+
+def check_hook(harness: Any, config_path: str | None, state: str | None) -> Config:
+    """Load the config and open the state store a hook will use, as it will: a typo in
+    either would otherwise be installed, and every tool call after would fail open with a
+    warning on a stderr nobody reads. ConfigError (or StoreUnavailable) says what is
+    wrong, before anything is written. Returns the config the hook will run with."""
+    from .stores import store_from_url
+
+    config, file_state = hook_config(config_path, harness)
+    store = store_from_url(state_url(state, file_state), config)
+    probe = f"dsh-circuit-breaker-install-{os.getpid()}"
+    try:  # a write, as the hook's first call makes (a Redis store connects only then)
+        store.transact(probe, lambda state: state.calls)
+        store.reset(probe)
+    finally:
+        store.close()
+    return config

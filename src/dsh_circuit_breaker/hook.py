@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .harnesses import DEFAULT, Malformed, load
+from .harnesses import DEFAULT, Malformed, hook_module
 from .invocation import UsageError, parse_hook
 from .judge import MAX_EVENT_BYTES, event_of, judge
 
@@ -53,7 +53,7 @@ def handle(
     harness_name: str = DEFAULT,
 ) -> str | None:
     """Judge one event; returns what to print on stdout (None: print nothing)."""
-    harness = load(harness_name)
+    harness = hook_module(harness_name)
     what = harness.parse(event)
     if what is None:
         return None
@@ -156,10 +156,13 @@ def _main(argv: list[str] | None) -> int:
 
 # -- as a `dsh-circuit-breaker` subcommand (see cli.COMMANDS) ---------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .harnesses import HARNESSES
+    from .harnesses import FRAMEWORK_HOOKS, HARNESSES
 
     parser.add_argument(
-        "--harness", choices=list(HARNESSES), default=DEFAULT, help="the harness running it"
+        "--harness",
+        choices=[*HARNESSES, *FRAMEWORK_HOOKS],
+        default=DEFAULT,
+        help="the harness (or framework) running it",
     )
     parser.add_argument("--config", metavar="FILE", help="config file (TOML, JSON or YAML)")
     parser.add_argument("--state", metavar="URL", help="state URL (default: sqlite:// file)")

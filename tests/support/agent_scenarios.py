@@ -226,15 +226,20 @@ def wire_loop_forever(results_of: ResultsOf, tag: str = "loop") -> Any:
     return respond
 
 
-def check_wire_stop(server: ScriptedServer, error_flag: bool, tag: str = "loop") -> None:
+def check_wire_stop(
+    server: ScriptedServer,
+    error_flag: bool,
+    tag: str = "loop",
+    refusal: Callable[[str], str] = str,
+) -> None:
     """A stopped loop on the wire: nine model requests, each made one call; calls 7 and 8
     were answered with the refusal in the next request, and no request followed the 9th
-    (the third refusal in a row stopped the agent)."""
+    (the third refusal in a row stopped the agent). `refusal`: as in `check_wire_loop`."""
     assert len(server.model_requests) == 9
     for n in range(8):
         result = server.result_in_next_request(f"{tag}-{n}")
         if n >= 6:
-            assert_loop_refusal(result.text)
+            assert_loop_refusal(refusal(result.text))
         else:
             assert result.text == "results for same"
         assert result.is_error == (n >= 6 and error_flag), (n, result)

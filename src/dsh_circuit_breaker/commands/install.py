@@ -9,7 +9,6 @@ harness's packages lazily.
 from __future__ import annotations
 
 import argparse
-import os
 
 from ..harnesses import HARNESSES, PLUGIN_HARNESSES, target_module, targets
 
@@ -63,19 +62,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_hook_options(args: argparse.Namespace) -> None:
-    """Load the config and open the state store the installed hook will use, as it will:
-    a typo in either would otherwise be installed, and every tool call after would fail
-    open with a warning on a stderr nobody reads. ConfigError (or StoreUnavailable) says
-    what is wrong, before anything is written."""
-    from ..config_file import hook_config, state_url
-    from ..stores import store_from_url
+    """`config_file.check_hook` for the installed hook of `args.target`."""
+    from ..config_file import check_hook
 
-    harness = target_module(args.target)
-    config, file_state = hook_config(getattr(args, "config", None), harness)
-    store = store_from_url(state_url(getattr(args, "state", None), file_state), config)
-    probe = f"dsh-circuit-breaker-install-{os.getpid()}"
-    try:  # a write, as the hook's first call makes (a Redis store connects only then)
-        store.transact(probe, lambda state: state.calls)
-        store.reset(probe)
-    finally:
-        store.close()
+    check_hook(
+        target_module(args.target), getattr(args, "config", None), getattr(args, "state", None)
+    )

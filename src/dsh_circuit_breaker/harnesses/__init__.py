@@ -23,6 +23,10 @@ A command-hook harness module has:
   are `_command_hook`'s; optionally `POST_EVENTS`, its post-tool events (parsed to
   `Outcome`), which install adds only where the config observes results.
 
+A framework hook module (`FRAMEWORK_HOOKS`: a command hook that a Python framework's
+program configures itself, so nothing is installed and there is no CLI) has `NAME`,
+`LABEL`, `EXEMPT`, `ANNOTATION_ARGS`, `parse` and `answer` alone.
+
 A plugin harness module has `EXEMPT` and `add_arguments(parser, action)`, `install(args)`,
 `uninstall(args)`, `doctor(args)`, lent by its `_plugin.PluginHarness`.
 
@@ -67,6 +71,21 @@ if TYPE_CHECKING:
         def answer(self, decision: Decision, /) -> str | None: ...
         def probe_events(self, session: str, /) -> list[dict[str, Any]]: ...
         def settings_path(self, scope: str, project: str | None = None, /) -> Path: ...
+
+    class FrameworkHook(Protocol):
+        """A command hook run by a framework's own hook config (no install, no doctor)."""
+
+        @property
+        def NAME(self) -> str: ...
+        @property
+        def LABEL(self) -> str: ...
+        @property
+        def EXEMPT(self) -> tuple[str, ...]: ...
+        @property
+        def ANNOTATION_ARGS(self) -> tuple[str, ...]: ...
+
+        def parse(self, event: dict[str, Any], /) -> Call | Prompt | Outcome | None: ...
+        def answer(self, decision: Decision, /) -> str | None: ...
 
     class Plugin(Protocol):
         """A plugin harness module: a `_plugin.PluginHarness` and the entry points it lends."""
@@ -118,6 +137,12 @@ def _copilot() -> CommandHook:
     return copilot
 
 
+def _openhands() -> FrameworkHook:
+    from . import openhands
+
+    return openhands
+
+
 def _dsh() -> Plugin:
     from . import dsh
 
@@ -162,6 +187,8 @@ HARNESSES: dict[str, Callable[[], CommandHook]] = {
     "droid": _droid,
     "copilot": _copilot,
 }
+# Command hooks that a framework's program puts in its own hook config: `hook --harness`.
+FRAMEWORK_HOOKS: dict[str, Callable[[], FrameworkHook]] = {"openhands": _openhands}
 # Plugin harnesses: install / uninstall / doctor only (no command hook).
 PLUGIN_HARNESSES: dict[str, Callable[[], Plugin]] = {
     "dsh": _dsh,
@@ -231,6 +258,12 @@ def load(name: str) -> CommandHook:
     if found is None:
         raise Malformed(f"unknown harness {name!r}; known: {', '.join(HARNESSES)}")
     return found()
+
+
+def hook_module(name: str) -> CommandHook | FrameworkHook:
+    """The module whose events `hook --harness NAME` reads: a harness's or a framework's."""
+    found = FRAMEWORK_HOOKS.get(name)
+    return found() if found is not None else load(name)
 
 
 def target_module(name: str) -> CommandHook | Plugin:
