@@ -573,6 +573,83 @@ def semantic_kernel(calls: int) -> Runner:
     return run
 
 
+def openhands(calls: int) -> Runner:
+    """A conversation whose model (the SDK's own `TestLLM`, in-process) makes the calls;
+    the breaker is its command hook, a process per call, with the config in a file and
+    the state in a SQLite file of its own, as a user runs it."""
+    import os
+    import tempfile
+
+    from openhands.sdk import Agent, Conversation
+    from openhands.sdk.llm import Message, MessageToolCall, TextContent
+    from openhands.sdk.testing import TestLLM
+    from openhands.sdk.tool import (
+        Action,
+        Observation,
+        Tool,
+        ToolDefinition,
+        ToolExecutor,
+        register_tool,
+    )
+
+    from dsh_circuit_breaker.integrations.openhands import conversation
+
+    class BenchSearchAction(Action):
+        query: str
+
+    class BenchSearchObservation(Observation):
+        pass
+
+    class Run(ToolExecutor):  # type: ignore[type-arg]
+        def __call__(self, action: Any, conversation: Any = None) -> Any:
+            return BenchSearchObservation.from_text("r")
+
+    class BenchSearchTool(ToolDefinition[BenchSearchAction, BenchSearchObservation]):
+        @classmethod
+        def create(cls, conv_state: Any = None, **params: Any) -> Any:
+            kinds = {"action_type": BenchSearchAction, "observation_type": BenchSearchObservation}
+            return [cls(description="Search.", executor=Run(), **kinds)]
+
+    register_tool("bench_search", BenchSearchTool)
+    where = tempfile.mkdtemp(prefix="bench-openhands-")
+
+    def script() -> list[Any]:
+        made = [
+            Message(
+                role="assistant",
+                content=[],
+                tool_calls=[
+                    MessageToolCall(
+                        id=f"c{n}",
+                        name="bench_search",
+                        arguments=json.dumps({"query": str(n)}),
+                        origin="completion",
+                    )
+                ],
+            )
+            for n in range(calls)
+        ]
+        return [*made, Message(role="assistant", content=[TextContent(text="done")])]
+
+    def run(config: Any) -> None:
+        agent = Agent(llm=TestLLM.from_messages(script()), tools=[Tool(name="bench_search")])
+        kw: dict[str, Any] = {"workspace": where, "visualizer": None, "stuck_detection": False}
+        if config is None:
+            chat = Conversation(agent, **kw)
+        else:
+            path = os.path.join(where, "config.json")
+            with open(path, "w") as file:
+                json.dump(config.to_mapping(), file)
+            state = f"sqlite:///{where}/state.db"
+            chat = conversation(agent, config=path, state=state, **kw)
+        chat.send_message("go")
+        chat.run()
+        said = [e for e in chat.state.events if type(e).__name__ == "MessageEvent"]
+        assert said[-1].llm_message.content[0].text == "done"
+
+    return run
+
+
 def claude_hook(calls: int) -> tuple[float, float]:
     """Microseconds per awaited hook call: the breaker's PreToolUse callback, and a no-op."""
     from dsh_circuit_breaker.integrations.claude_agent_sdk import ClaudeCircuitBreaker
@@ -607,6 +684,7 @@ FRAMEWORKS: dict[str, Callable[[int], Runner]] = {
     "crewai": crewai,
     "llamaindex": llamaindex,
     "semantic-kernel": semantic_kernel,
+    "openhands": openhands,
 }
 
 

@@ -184,6 +184,7 @@ SIDE_PAGES = {
     "crewai.md": "crewai",
     "llamaindex.md": "llamaindex",
     "semantic-kernel.md": "semantic-kernel",
+    "openhands.md": "openhands",
 }
 PYTHON_RUN = [
     pytest.param(

@@ -135,6 +135,16 @@ RUNS = {
     ),
     "llamaindex_example.py": Example("llama_index.llms.openai", OPENAI, [SEARCH] * 10, "3 results"),
     "semantic_kernel_example.py": Example("semantic_kernel", OPENAI, [SEARCH] * 10, "3 results"),
+    # OpenHands runs the breaker's command hook and frames its reason; like CrewAI, it ends a
+    # run itself on identical results (at the 4th), so the example's search varies its own.
+    "openhands_example.py": Example(
+        "openhands.sdk",
+        OPENAI,
+        [SEARCH] * 10,
+        "3 results",
+        prefix="Action rejected: ",
+        env=LITELLM_OFFLINE,
+    ),
     "claude_agent_sdk_example.py": Example(
         "claude_agent_sdk",
         ANTHROPIC,
@@ -152,6 +162,7 @@ SIDE = {
     "crewai_example.py": "crewai",
     "llamaindex_example.py": "llamaindex",
     "semantic_kernel_example.py": "semantic-kernel",
+    "openhands_example.py": "openhands",
 }
 EXAMPLES_RUN = [
     pytest.param(n, marks=[pytest.mark.side(SIDE[n])] if n in SIDE else [], id=n)
