@@ -1,5 +1,6 @@
-"""The HTTP guard against the command hook, in one run: round-trip latency of one tool
-call's decision (median, p99), then decisions per second under 32 concurrent clients.
+"""The HTTP guard against the command hook and a bare HTTP floor, in one run: round-trip
+latency of one tool call's decision (median, p99), then decisions per second under 32
+concurrent clients.
 
 Latency, interleaved over N rounds after a warm-up, every call a new one (allowed, one
 store write), on the same store (`--state`, default the SQLite file in a temp HOME):
@@ -8,6 +9,15 @@ store write), on the same store (`--state`, default the SQLite file in a temp HO
                       the event on stdin (as Claude Code runs it)
 - HTTP, keep-alive    POST /hook/claude-code on one open connection
 - HTTP, new connection  a TCP connect per call as well
+- floor, keep-alive   the same POST, on one open connection, to a bare asyncio HTTP server
+                      in a child process (as the guard is run) that answers `{}` and does
+                      nothing else: what Python's HTTP on this machine costs at the least.
+                      Each HTTP row prints its ratio against it.
+
+Then keep-alive alone: the guard's keep-alive row and the floor's, interleaved only with
+each other, so no command-hook process writes the same SQLite file between two calls
+(after another process commits, SQLite drops the guard connection's page cache and reads
+those pages again, and starting a process takes the CPU's caches too).
 
 Throughput: 32 clients (keep-alive connections, in 4 processes of 8 threads, so the
 clients' own interpreter is not what is measured) post allowed calls of 32 agents for
@@ -31,12 +41,45 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dsh_circuit_breaker.invocation import hook_command
 
 TOKEN = "bench-token-0123456789abcdef"
 CLIENTS, PROCESSES = 32, 4
+
+# The floor: HTTP/1.1 with keep-alive and nothing else, on asyncio as the guard is.
+FLOOR = r"""
+import asyncio
+
+ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+async def connection(reader, writer):
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            await reader.readexactly(length)
+            writer.write(ANSWER)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        writer.close()
+
+
+async def main():
+    server = await asyncio.start_server(connection, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+
+asyncio.run(main())
+"""
 
 
 def event(session: str, n: int) -> bytes:
@@ -79,18 +122,20 @@ def main() -> int:
             service = subprocess.Popen(
                 [*serve, "--token", TOKEN], env=env, stdout=subprocess.PIPE, stderr=log
             )
+        floor = subprocess.Popen([sys.executable, "-c", FLOOR], env=env, stdout=subprocess.PIPE)
         try:
-            assert service.stdout is not None
+            assert service.stdout is not None and floor.stdout is not None
             found = re.search(rb"guarding on http://127\.0\.0\.1:(\d+)", service.stdout.readline())
             if found is None:
                 with open(f"{tmp}/serve.log") as log:
                     raise SystemExit(f"serve --http did not start: {log.read()}")
             port = int(found.group(1))
-            latency(args, env, port)
+            latency(args, env, port, int(floor.stdout.readline()))
             throughput(args, port)
         finally:
-            service.terminate()
-            service.wait(10)
+            for process in (service, floor):
+                process.terminate()
+                process.wait(10)
     return 0
 
 
@@ -104,9 +149,10 @@ def post(connection: http.client.HTTPConnection, body: bytes) -> bytes:
     return data
 
 
-def latency(args: argparse.Namespace, env: dict[str, str], port: int) -> None:
+def latency(args: argparse.Namespace, env: dict[str, str], port: int, floor_port: int) -> None:
     hook = shlex.split(hook_command())
     kept = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    floor = http.client.HTTPConnection("127.0.0.1", floor_port, timeout=30)
     counter = iter(range(10**9))
 
     def command_hook() -> None:
@@ -126,11 +172,42 @@ def latency(args: argparse.Namespace, env: dict[str, str], port: int) -> None:
         finally:
             connection.close()
 
+    def floor_keep_alive() -> None:
+        if post(floor, event("floor", next(counter))) != b"{}":
+            raise SystemExit("the floor server did not answer {}")
+
+    hook_row, kept_row, floor_row = (
+        "command hook (process per call)",
+        "HTTP hook, keep-alive",
+        "floor (bare asyncio), keep-alive",
+    )
     cases = {
-        "command hook (process per call)": command_hook,
-        "HTTP hook, keep-alive": keep_alive,
+        hook_row: command_hook,
+        kept_row: keep_alive,
         "HTTP hook, new connection": new_connection,
+        floor_row: floor_keep_alive,
     }
+    times = measure(cases, args)
+    print(f"interpreter: {sys.executable} ({sys.version.split()[0]}); cores: {os.cpu_count()}")
+    print(f"state: {args.state or 'sqlite (default file)'}")
+    print(f"latency, {args.rounds} rounds (after {args.warmup} warm-up), interleaved\n")
+    print(f"{'':<34} {'median ms':>10} {'p99 ms':>8} {'/ command hook':>15} {'/ floor':>8}")
+    table(times, statistics.median(times[hook_row]), statistics.median(times[floor_row]))
+
+    alone = measure({kept_row: keep_alive, floor_row: floor_keep_alive}, args)
+    print(
+        f"\nkeep-alive alone (no command hook between calls), {args.rounds} rounds, interleaved\n"
+    )
+    print(f"{'':<34} {'median ms':>10} {'p99 ms':>8} {'':>15} {'/ floor':>8}")
+    table(alone, None, statistics.median(alone[floor_row]))
+    kept.close()
+    floor.close()
+
+
+def measure(
+    cases: dict[str, Callable[[], None]], args: argparse.Namespace
+) -> dict[str, list[float]]:
+    """Milliseconds per call of each case, the cases taking turns round after round."""
     times: dict[str, list[float]] = {name: [] for name in cases}
     for round_ in range(args.warmup + args.rounds):
         for name, call in cases.items():
@@ -138,17 +215,18 @@ def latency(args: argparse.Namespace, env: dict[str, str], port: int) -> None:
             call()
             if round_ >= args.warmup:
                 times[name].append((time.perf_counter() - started) * 1000)
-    kept.close()
-    print(f"interpreter: {sys.executable} ({sys.version.split()[0]}); cores: {os.cpu_count()}")
-    print(f"state: {args.state or 'sqlite (default file)'}")
-    print(f"latency, {args.rounds} rounds (after {args.warmup} warm-up), interleaved\n")
-    print(f"{'':<34} {'median ms':>10} {'p99 ms':>8} {'/ command hook':>15}")
-    base = statistics.median(times["command hook (process per call)"])
-    for name, values in times.items():
+    for values in times.values():
         values.sort()
+    return times
+
+
+def table(times: dict[str, list[float]], hook: float | None, floor: float) -> None:
+    for name, values in times.items():
         median = statistics.median(values)
         p99 = values[max(int(len(values) * 0.99) - 1, 0)]
-        print(f"{name:<34} {median:>10.3f} {p99:>8.3f} {median / base:>14.3f}x")
+        by_hook = f"{median / hook:>14.3f}x" if hook else f"{'':>15}"
+        by_floor = f"{median / floor:>7.2f}x" if name.startswith("HTTP") else f"{'':>8}"
+        print(f"{name:<34} {median:>10.3f} {p99:>8.3f} {by_hook} {by_floor}")
 
 
 def client_process(port: int, first: int, seconds: float, start_at: float, out: Any) -> None:

@@ -8,10 +8,14 @@ differs: here the config is loaded once, at start, and the store stays open.
 State is the configured store and nothing else: every decision is one store transaction
 (SQLite's `BEGIN IMMEDIATE`, Redis' script), so a restarted service, command-hook
 processes and other machines on the same store see the same counts, exactly, under any
-concurrency. A cache in front of it could not stay exact once another process writes
-the same agent, and an open SQLite connection answers in tens of microseconds anyway.
-What this process keeps in memory is only what the page shows besides the store (each
-agent's harness, recent calls and denials, as this service saw them).
+concurrency. No cache answers in the store's place: the stores keep, per agent, the state
+this process last wrote, and use it only when the store shows that very record is still
+the current one (SQLite compares the row it reads inside the transaction with the record
+it wrote; Redis' compare-and-set script compares the stored record's digest before it
+writes). A write by another process is therefore always seen; what is saved is parsing
+the record (SQLite) and the read's round trip (Redis). What this process keeps in memory
+for itself is only what the page shows besides the store (each agent's harness, recent
+calls and denials, as this service saw them).
 """
 
 from __future__ import annotations
