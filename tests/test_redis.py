@@ -374,3 +374,35 @@ def test_missing_client_library_is_a_clear_config_error() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "pip install 'dsh-circuit-breaker[redis]'" in out.stdout, out.stderr
+
+
+def _evals(client: Any) -> int:
+    stats = client.info("commandstats")
+    return int(stats.get("cmdstat_eval", {}).get("calls", 0))
+
+
+def test_a_contended_agent_skips_the_compare_and_set_until_its_own_record_is_back(
+    tmp_path: Path,
+) -> None:
+    """Two processes (two stores) deciding for one agent in turn: each compare-and-set
+    would miss, so after the first miss a store reads first, as it did before it kept
+    states; once it reads back the record it wrote itself, it tries one round trip again."""
+    with RedisServer(tmp_path / "redis") as server:
+        url = fresh_url(server)
+        first, second = (store_from_url(url, Config()) for _ in range(2))
+        client = _client(url)
+        for store in (first, second):
+            store.transact("a", lambda state: state.calls)  # each has a state kept now
+        before = _evals(client)
+        for _ in range(5):
+            for store in (first, second):
+                store.transact("a", lambda state: state.calls)
+        assert _evals(client) - before == 2  # one miss each, then reads first
+        before = _evals(client)
+        for _ in range(2):  # reads the second's record, then its own back
+            first.transact("a", lambda state: state.calls)
+        assert _evals(client) == before
+        first.transact("a", lambda state: state.calls)
+        assert _evals(client) - before == 1  # one compare-and-set, which did not miss
+        for store in (first, second):
+            store.close()

@@ -198,6 +198,10 @@ class RedisStore:
         # agent -> (its state as this process last wrote it, that record's SHA-1): the
         # next decision for the agent is then one compare-and-set round trip (_CAS).
         self._seen: OrderedDict[str, tuple[AgentState, bytes]] = OrderedDict()
+        # Agents whose last compare-and-set missed: another process writes them too, and
+        # a miss costs a round trip and a record upload on top of the two. They take the
+        # two round trips until a read shows this process's own record again.
+        self._contended: OrderedDict[str, None] = OrderedDict()
 
     # -- the Store protocol ------------------------------------------------------------
 
@@ -207,14 +211,19 @@ class RedisStore:
         def run(conn: AbstractConnection, deadline: float, fresh: bool, asking: bool) -> T:
             with self._lock:  # taken, not copied: one thread at a time uses a state
                 seen = self._seen.pop(agent, None)
-            if seen is not None:
+                contended = agent in self._contended
+            mine = None  # with a contended agent: the digest of the record we wrote last
+            if seen is not None and not contended:
                 state, digest = seen
                 cas = (conn, deadline, key, agent, step, state, digest, fresh, asking)
                 result = self._compare_and_set(*cas)
                 if result is not _MISMATCH:
                     return result  # type: ignore[return-value]
                 fresh = False
-            return self._watched(conn, deadline, key, agent, step, fresh, asking)
+                self._mark_contended(agent)
+            elif seen is not None:
+                mine = seen[1]
+            return self._watched(conn, deadline, key, agent, step, fresh, asking, mine)
 
         return self._with_connection(key, run)
 
@@ -255,8 +264,11 @@ class RedisStore:
         step: Callable[[AgentState], T],
         fresh: bool,
         asking: bool,
+        mine: bytes | None = None,
     ) -> T:
-        """Two round trips: WATCH + GET, the rules, then MULTI / SET / EXEC."""
+        """Two round trips: WATCH + GET, the rules, then MULTI / SET / EXEC. `mine`: the
+        digest of the record this process wrote last, for a contended agent; reading it
+        back means no one else wrote since, and the next decision tries one round trip."""
         while True:
             watched, raw = self._round_trip(
                 conn,
@@ -272,7 +284,11 @@ class RedisStore:
                 unreadable(agent, self._where, raw.decode(errors="replace"))
                 state = AgentState()
             else:
+                if mine is not None and raw is not None and sha1(raw).hexdigest() == mine.decode():
+                    with self._lock:
+                        self._contended.pop(agent, None)
                 state = load_record(raw, agent, self._where)
+            mine = None
             result = step(state)
             # Written back even when only a denial happened, like the SQLite store:
             # `updated` and the TTL then both mean "last guarded call", so an agent that
@@ -314,6 +330,12 @@ class RedisStore:
         except (OSError, RedisError) as exc:
             raise _InDoubt(str(exc) or type(exc).__name__) from exc
 
+    def _mark_contended(self, agent: str) -> None:
+        with self._lock:
+            self._contended[agent] = None
+            if len(self._contended) > _SEEN_AGENTS:
+                self._contended.popitem(last=False)
+
     def _remember(self, agent: str, state: AgentState, record: bytes) -> None:
         with self._lock:
             self._seen[agent] = (state, sha1(record).hexdigest().encode())
@@ -330,6 +352,7 @@ class RedisStore:
         key = self._key(agent)
         with self._lock:
             self._seen.pop(agent, None)
+            self._contended.pop(agent, None)
 
         def run(conn: AbstractConnection, deadline: float, fresh: bool, asking: bool) -> None:
             _ok(self._round_trip(conn, deadline, [("DEL", key)], fresh=fresh, asking=asking)[0])
@@ -392,6 +415,7 @@ class RedisStore:
         with self._lock:
             pools, self._idle = self._idle, {}
             self._seen.clear()
+            self._contended.clear()
         for idle in pools.values():
             for conn in idle:
                 _drop(conn)
