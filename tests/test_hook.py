@@ -10,6 +10,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -366,3 +367,40 @@ def test_lock_held_past_the_budget_allows_with_one_line(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout) == (0, "")
     assert len(done.stderr.splitlines()) == 1 and "state store unavailable" in done.stderr
     assert elapsed < 5  # waited about its budget, then let the agent go on
+
+
+def openhands_event(kind: str, session: str = "conv-1", **fields: Any) -> dict[str, Any]:
+    """An event as OpenHands' HookExecutor writes it (`HookEvent.model_dump_json()`)."""
+    base = {"event_type": kind, "tool_name": None, "tool_input": None, "tool_response": None}
+    base.update(message=None, session_id=session, working_dir="/w", metadata={})
+    return {**base, **fields}
+
+
+def test_openhands_events_and_answers(tmp_path: Path) -> None:
+    """OpenHands' wire shape (no SDK needed): the action's `kind` is not an argument, a
+    deny is `decision`/`reason`, a stop adds `continue: false` and `stopReason`, and a
+    user message starts the conversation afresh."""
+    env = hook_env(tmp_path)
+    args = ("--harness", "openhands")
+
+    def call(n: int, session: str = "conv-1") -> Any:
+        action = {"query": "same", "kind": f"SearchAction{n}"}  # kind differs: ignored
+        event = openhands_event("PreToolUse", session, tool_name="search", tool_input=action)
+        return run_hook(event, env, *args)
+
+    outs = [call(n) for n in range(9)]
+    assert [o.stdout for o in outs[:6]] == [""] * 6
+    assert all(o.returncode == 0 and o.stderr == "" for o in outs)
+    denied = [json.loads(o.stdout) for o in outs[6:]]
+    assert [d["decision"] for d in denied] == ["deny"] * 3
+    assert denied[0]["reason"].startswith("Circuit breaker: NOT run, a repeat (runs: 6, limit: 6)")
+    assert "continue" not in denied[0] and "continue" not in denied[1]
+    assert denied[2]["continue"] is False
+    assert denied[2]["stopReason"].startswith("Circuit breaker: this agent is being stopped")
+    assert call(0, session="conv-2").stdout == ""  # another conversation: its own count
+    prompt = run_hook(openhands_event("UserPromptSubmit", message="go on"), env, *args)
+    assert (prompt.stdout, prompt.stderr) == ("", "")
+    assert call(0).stdout == ""  # the new message started conv-1 afresh
+    for bad in (openhands_event("PreToolUse", tool_name="search"), {"event_type": "Nope"}):
+        done = run_hook(bad, env, *args)
+        assert done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
