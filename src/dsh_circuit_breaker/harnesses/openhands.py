@@ -17,7 +17,8 @@ output in the hook's `HookExecutionEvent`, pauses the conversation.
 
 from __future__ import annotations
 
-from . import Call, Malformed, Outcome, Prompt, escaped_id
+from . import Call, Malformed, Outcome, Prompt
+from ._pretooluse import session_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,17 +48,10 @@ def parse(event: dict[str, Any]) -> Call | Prompt | Outcome | None:
             raise Malformed("PostToolUse event has no tool_response")
         return Outcome(*_call_of(event, kind), _seen_by_model(response))
     if kind == "UserPromptSubmit":
-        return Prompt(_session(event, kind))
+        return Prompt(session_of(event, kind))
     if kind in ("SessionStart", "SessionEnd", "Stop"):
         return None
     raise Malformed(f"unknown hook event {kind!r}, allowed")
-
-
-def _session(event: dict[str, Any], kind: str) -> str:
-    session = event.get("session_id")
-    if not isinstance(session, str) or not session:
-        raise Malformed(f"{kind} event has no session_id")
-    return escaped_id(session)
 
 
 def _call_of(event: dict[str, Any], kind: str) -> tuple[str, str, Any]:
@@ -68,7 +62,7 @@ def _call_of(event: dict[str, Any], kind: str) -> tuple[str, str, Any]:
     if not isinstance(arguments, dict):
         raise Malformed(f"{kind} event has no tool_input")
     # `kind` is the action's class, the same on every call of the tool: not the model's.
-    return _session(event, kind), tool, {k: v for k, v in arguments.items() if k != "kind"}
+    return session_of(event, kind), tool, {k: v for k, v in arguments.items() if k != "kind"}
 
 
 def _seen_by_model(response: dict[str, Any]) -> Any:
