@@ -263,7 +263,12 @@ def load(name: str) -> CommandHook:
 def hook_module(name: str) -> CommandHook | FrameworkHook:
     """The module whose events `hook --harness NAME` reads: a harness's or a framework's."""
     found = FRAMEWORK_HOOKS.get(name)
-    return found() if found is not None else load(name)
+    if found is not None:
+        return found()
+    if name not in HARNESSES:
+        known = ", ".join([*HARNESSES, *FRAMEWORK_HOOKS])
+        raise Malformed(f"unknown harness {name!r}; known: {known}")
+    return load(name)
 
 
 def target_module(name: str) -> CommandHook | Plugin:
