@@ -73,6 +73,17 @@ class Opaque:
     pass
 
 
+class IntKeyed(dict):  # type: ignore[type-arg]
+    """Iterates string keys but holds an int key, which json reads through items()."""
+
+    def __init__(self, shown: dict[str, Any]) -> None:
+        super().__init__({**shown, 7: "hidden"})
+        self._shown = shown
+
+    def __iter__(self) -> Any:
+        return iter(self._shown)
+
+
 def _cycle() -> dict[str, Any]:
     d: dict[str, Any] = {}
     d["self"] = d
@@ -88,9 +99,23 @@ def _cycle() -> dict[str, Any]:
         {1: "int key"},
         {"nested": {(1, 2): "tuple key"}},
         {"deep": [{"x": {2: "int key deep"}}]},
+        [{"in": "a list", None: "key"}],
+        {"brace": "{", "then": {True: "bool key"}},
+        IntKeyed({"looks": "fine"}),
         _cycle(),
     ],
-    ids=["bytes", "set", "object", "int-key", "tuple-key", "deep-int-key", "cycle"],
+    ids=[
+        "bytes",
+        "set",
+        "object",
+        "int-key",
+        "tuple-key",
+        "deep-int-key",
+        "list-of-none-key",
+        "brace-then-bool-key",
+        "dict-subclass",
+        "cycle",
+    ],
 )
 def test_unserializable_arguments_are_allowed_and_not_counted(arguments: Any) -> None:
     breaker = CircuitBreaker(Config(duplicate_limit=1, window=5, max_calls_per_agent=1))

@@ -56,6 +56,36 @@ def test_different_arguments_give_different_keys(one: dict[str, Any], two: dict[
         assert call_key("t", one, frozenset()) != call_key("t", two, frozenset())
 
 
+# Values json accepts whose keys may be other scalars (json writes 1 and "1" alike), and
+# strings with braces in them (the key's fast path looks for braces in the JSON text).
+scalar_keys = st.text(alphabet="{}a1", max_size=3) | st.integers() | st.booleans() | st.none()
+keyed_values = st.recursive(
+    st.integers() | st.text(alphabet="{}x", max_size=4),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(scalar_keys, children, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def has_other_keys(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(not isinstance(k, str) or has_other_keys(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_other_keys(v) for v in value)
+    return False
+
+
+string_keyed = st.dictionaries(st.text(alphabet="{}a", max_size=3), keyed_values, max_size=3)
+
+
+@settings(max_examples=300)
+@given(string_keyed | keyed_values)
+def test_a_call_with_a_key_that_is_not_a_string_is_never_keyed(arguments: Any) -> None:
+    key = call_key("t", arguments, frozenset())
+    assert (key is None) == has_other_keys(arguments)
+
+
 anything = st.recursive(
     json_values
     | st.binary(max_size=4)

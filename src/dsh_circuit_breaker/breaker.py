@@ -112,7 +112,11 @@ class CircuitBreaker:
             if key is None:
                 return ALLOW
             budgets = self._budgets(tool) if self._budgets is not None else ()
-            verdict = self._decide(self._state_key(agent), key, budgets)
+
+            def step(state: AgentState) -> Verdict:
+                return decide(state, key, config, budgets)
+
+            verdict = self.store.transact(self._state_key(agent), step)
             if verdict.kind is None:
                 if verdict.seen < len(self._allowed):
                     return self._allowed[verdict.seen]
@@ -173,14 +177,6 @@ class CircuitBreaker:
 
     def close(self) -> None:
         self.store.close()
-
-    def _decide(self, state_key: str, key: bytes, budgets: tuple[tuple[str, int], ...]) -> Verdict:
-        config = self.config
-
-        def step(state: AgentState) -> Verdict:
-            return decide(state, key, config, budgets)
-
-        return self.store.transact(state_key, step)
 
     def _state_key(self, agent: Any) -> str:
         key = agent if isinstance(agent, str) else self._object_key(agent)

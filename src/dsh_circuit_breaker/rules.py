@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 class Verdict:
     """The rules' answer. `seen`: copies of the call counted (duplicate, allowed), calls made
     (cap) or calls made under the budget (budget). `first_of_kind`: the agent's first denial
-    of this kind, to log."""
+    of this kind, to log. Never changed once made: allowed ones are shared."""
 
     __slots__ = ("first_of_kind", "kind", "limit", "seen")
 
@@ -81,7 +81,20 @@ def decide(
         for pattern, _ in budgets:
             state.spent[pattern] = state.spent.get(pattern, 0) + 1
     state.denials = 0  # an allowed call ends the run of refusals
-    return Verdict(None, n + 1, config.duplicate_limit)
+    return _allowed(n + 1, config.duplicate_limit)
+
+
+# Allowed verdicts differ only in (seen, limit): the hot path shares them, built once.
+_ALLOWED: dict[tuple[int, int], Verdict] = {}
+
+
+def _allowed(seen: int, limit: int) -> Verdict:
+    verdict = _ALLOWED.get((seen, limit))
+    if verdict is None:
+        verdict = Verdict(None, seen, limit)
+        if len(_ALLOWED) < 4096:  # bounded whatever limits a process runs with
+            _ALLOWED[seen, limit] = verdict
+    return verdict
 
 
 def observe(state: AgentState, key: bytes, digest: bytes, config: Config) -> None:

@@ -98,7 +98,12 @@ class AgentState:
         old = self.window.popleft()
         restart = self.restart
         if position >= self.last_new and position >= (restart.get(old, -1) if restart else -1):
-            _decrement(self.since, old)
+            since = self.since
+            left = since[old] - 1
+            if left:
+                since[old] = left
+            else:
+                del since[old]
         counts = self.counts
         left = counts[old] - 1
         if left:
@@ -199,11 +204,3 @@ def _key(text: str) -> bytes:
     if len(key) != DIGEST_SIZE:
         raise ValueError(f"agent state key of {len(key)} bytes")
     return key
-
-
-def _decrement(counter: dict[bytes, int], key: bytes) -> None:
-    left = counter[key] - 1
-    if left:
-        counter[key] = left
-    else:
-        del counter[key]
