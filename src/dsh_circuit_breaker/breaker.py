@@ -116,7 +116,9 @@ class CircuitBreaker:
             def step(state: AgentState) -> Verdict:
                 return decide(state, key, config, budgets)
 
-            verdict = self.store.transact(self._state_key(agent), step)
+            # A plain ASCII id, the common case, is its own state key: no call for it.
+            state_key = agent if type(agent) is str and agent.isascii() else self._state_key(agent)
+            verdict = self.store.transact(state_key, step)
             if verdict.kind is None:
                 if verdict.seen < len(self._allowed):
                     return self._allowed[verdict.seen]

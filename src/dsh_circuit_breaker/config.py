@@ -78,7 +78,7 @@ class Config:
     naming its key, and never falls back to a default.
     """
 
-    __slots__ = ("_budgets", "_matcher", "observes_results", *_FIELDS)
+    __slots__ = ("_budgets", "guards", "observes_results", *_FIELDS)
 
     duplicate_limit: int
     window: int
@@ -100,7 +100,9 @@ class Config:
     result_progress: bool
     same_result_limit: int
     observes_results: bool  # either of the two above: results are worth recording
-    _matcher: _ToolMatcher
+    # Whether the breaker looks at calls of a tool at all: `config.guards(tool)`. The
+    # matcher itself, not a method calling it: it runs before every call.
+    guards: _ToolMatcher
     _budgets: _BudgetMatcher
 
     def __init__(
@@ -139,7 +141,7 @@ class Config:
                 value = None
             object.__setattr__(self, name, value)
         self._validate()
-        object.__setattr__(self, "_matcher", _ToolMatcher(self.exempt, self.only))
+        object.__setattr__(self, "guards", _ToolMatcher(self.exempt, self.only))
         object.__setattr__(self, "_budgets", _BudgetMatcher(self.tool_limits))
         observes = self.result_progress or self.same_result_limit > 0
         object.__setattr__(self, "observes_results", observes)
@@ -238,10 +240,6 @@ class Config:
                 value = dict(value)
             out[_camel(name)] = value
         return out
-
-    def guards(self, tool: str) -> bool:
-        """Whether the breaker looks at calls of `tool` at all."""
-        return self._matcher(tool)
 
     def budgets(self, tool: str) -> tuple[tuple[str, int], ...]:
         """The `tool_limits` entries (pattern, limit) that count calls of `tool`."""

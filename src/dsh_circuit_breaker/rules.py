@@ -81,7 +81,7 @@ def decide(
         for pattern, _ in budgets:
             state.spent[pattern] = state.spent.get(pattern, 0) + 1
     state.denials = 0  # an allowed call ends the run of refusals
-    return _allowed(n + 1, config.duplicate_limit)
+    return _ALLOWED.get((n + 1, config.duplicate_limit)) or _allowed(n + 1, config.duplicate_limit)
 
 
 # Allowed verdicts differ only in (seen, limit): the hot path shares them, built once.
@@ -89,11 +89,9 @@ _ALLOWED: dict[tuple[int, int], Verdict] = {}
 
 
 def _allowed(seen: int, limit: int) -> Verdict:
-    verdict = _ALLOWED.get((seen, limit))
-    if verdict is None:
-        verdict = Verdict(None, seen, limit)
-        if len(_ALLOWED) < 4096:  # bounded whatever limits a process runs with
-            _ALLOWED[seen, limit] = verdict
+    verdict = Verdict(None, seen, limit)
+    if len(_ALLOWED) < 4096:  # bounded whatever limits a process runs with
+        _ALLOWED[seen, limit] = verdict
     return verdict
 
 
