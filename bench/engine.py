@@ -7,6 +7,10 @@
    per call, the least any digest-keyed breaker must do. Target: at most 1.1x the floor.
 2. Memory per agent at window=200 when every argument is 1 MiB. Target: under 64 KiB.
 3. check() cost at window=20,000 against window=200. Target: within 1.2x.
+4. Where check()'s time goes (`--layers`): loops that each add one of check()'s parts to the
+   one before, as ratios against the floor: the key inline (the floor's work done as check()
+   does it: `ignoreArgs` dropped, json's C encoder, BLAKE2b), `keys.call_key`, the rules on
+   an AgentState, the memory store's transaction, then check() itself.
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ from hashlib import blake2b
 from typing import Any
 
 from dsh_circuit_breaker import CircuitBreaker, Config
+from dsh_circuit_breaker.keys import call_key
+from dsh_circuit_breaker.rules import decide
+from dsh_circuit_breaker.state import AgentState
+from dsh_circuit_breaker.stores import MemoryStore
 
 Call = tuple[str, str, dict[str, Any]]
 
@@ -127,13 +135,85 @@ def window_scaling(n: int) -> None:
     print(f"   ratio: median {statistics.median(ratios):.2f}x (target within 1.2x)")
 
 
+def layers(n: int) -> None:
+    import _json
+
+    calls = realistic_mix(n)
+    config = Config(max_calls_per_agent=0)
+    ignore = frozenset(config.ignore_args)
+    encode = _json.make_encoder(
+        {}, None, _json.encode_basestring_ascii, None, ":", ",", True, False, True
+    )
+
+    def key_inline(calls: list[Call]) -> float:
+        seen: dict[bytes, int] = {}
+        start = time.perf_counter()
+        for _agent, tool, args in calls:
+            if not ignore.isdisjoint(args):
+                args = {k: v for k, v in args.items() if k not in ignore}
+            text = "".join(encode(args, 0))
+            key = blake2b(f"{tool}\x00{text}".encode(), digest_size=16).digest()
+            seen[key] = seen.get(key, 0) + 1
+        return time.perf_counter() - start
+
+    def keyed(calls: list[Call]) -> float:
+        seen: dict[bytes | None, int] = {}
+        start = time.perf_counter()
+        for _agent, tool, args in calls:
+            key = call_key(tool, args, ignore)
+            seen[key] = seen.get(key, 0) + 1
+        return time.perf_counter() - start
+
+    def ruled(calls: list[Call]) -> float:
+        states: dict[str, AgentState] = {}
+        start = time.perf_counter()
+        for agent, tool, args in calls:
+            key = call_key(tool, args, ignore)
+            assert key is not None
+            state = states.get(agent) or states.setdefault(agent, AgentState())
+            decide(state, key, config)
+        return time.perf_counter() - start
+
+    def stored(calls: list[Call]) -> float:
+        store = MemoryStore()
+        start = time.perf_counter()
+        for agent, tool, args in calls:
+            key = call_key(tool, args, ignore)
+            assert key is not None
+
+            def step(state: AgentState, key: bytes = key) -> Any:
+                return decide(state, key, config)
+
+            store.transact(agent, step)
+        return time.perf_counter() - start
+
+    rows: list[tuple[str, Callable[[list[Call]], float]]] = [
+        ("the key inline (C encoder)", key_inline),
+        ("+ keys.call_key", keyed),
+        ("+ rules.decide on AgentState", ruled),
+        ("+ MemoryStore.transact", stored),
+        ("+ check() itself", lambda calls: check_loop(calls, config)),
+    ]
+    ratios: dict[str, list[float]] = {name: [] for name, _ in rows}
+    for _ in range(7):
+        floor = floor_loop(calls)
+        for name, loop in rows:
+            ratios[name].append(loop(calls) / floor)
+    print(f"4. where check()'s time goes ({n:,} calls; each row adds a part, ratio to the floor)")
+    for name, _ in rows:
+        print(f"   {name:<30} median {statistics.median(ratios[name]):.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--layers", action="store_true", help="4: check()'s parts, one by one")
     args = parser.parse_args()
     throughput(args.calls)
     memory_per_agent()
     window_scaling(args.calls)
+    if args.layers:
+        layers(args.calls)
 
 
 if __name__ == "__main__":
