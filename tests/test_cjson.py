@@ -30,7 +30,9 @@ values = st.recursive(
 
 @given(values)
 def test_canonical_is_json_dumps_sorted_compact(value: Any) -> None:
-    assert cjson.canonical(value) == json.dumps(value, sort_keys=True, separators=(",", ":"))
+    expected = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    assert cjson.canonical(value) == expected
+    assert cjson.canonical_unchecked(value) == expected
 
 
 @given(values, st.sampled_from(["", " ", "\n\t ", "\r\n"]))
@@ -51,6 +53,16 @@ def test_canonical_raises_where_json_does(value: Any) -> None:
         json.dumps(value, sort_keys=True)
     with pytest.raises(TypeError):
         cjson.canonical(value)
+    with pytest.raises(TypeError):
+        cjson.canonical_unchecked(value)
+
+
+def test_canonical_unchecked_meets_a_cycle_with_a_recursion_error() -> None:
+    cycle: dict[str, Any] = {}
+    cycle["self"] = [cycle]
+    with pytest.raises(RecursionError):
+        cjson.canonical_unchecked(cycle)
+    assert cjson.canonical_unchecked({"after": "a cycle"}) == '{"after":"a cycle"}'
 
 
 def test_canonical_detects_cycles_like_json() -> None:

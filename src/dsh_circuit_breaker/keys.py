@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .cjson import canonical
+from .cjson import canonical_unchecked
 
 try:  # hashlib loads OpenSSL first; the builtin module alone is much cheaper to import
     from _blake2 import blake2b
@@ -25,7 +25,7 @@ def call_key(tool: str, arguments: Any, ignore_args: frozenset[str]) -> bytes | 
     if ignore_args and isinstance(arguments, dict) and not ignore_args.isdisjoint(arguments):
         arguments = {k: v for k, v in arguments.items() if k not in ignore_args}
     try:
-        text = canonical(arguments)
+        text = canonical_unchecked(arguments)  # a cycle: RecursionError
     except (TypeError, ValueError, RecursionError):
         return None  # bytes, sets, objects, cycles: the breaker cannot judge such a call
     if not _string_keys_only(arguments, text):
