@@ -8,6 +8,8 @@ import logging
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -230,6 +232,40 @@ def test_mass_expiry_does_not_lock_out_concurrent_hooks(
     assert dict(breakers[0].store.agents())["shared"].calls == 16  # every one was counted
     for breaker in breakers:
         breaker.close()
+
+
+def test_processes_that_never_close_keep_the_wal_short(tmp_path: Path) -> None:
+    """A command hook ends with os._exit, its connection still open. SQLite restarts
+    the WAL only after a checkpoint that the same connection (or a live one) saw, so
+    with nothing but such processes it would grow by every decision and each process
+    would read all of it: the store empties it once it has passed WAL_LIMIT. Every
+    count stays exact."""
+    path = tmp_path / "state.db"
+    page = 4096 + 24  # a WAL frame: one page and its header
+    code = (
+        "import os, sys\n"
+        "from dsh_circuit_breaker.stores import sqlite\n"
+        f"sqlite.WAL_LIMIT = {4 * page}  # a few frames, so that a few processes pass it\n"
+        "def step(state):\n"
+        "    state.calls += 1\n"
+        "    return state.calls\n"
+        "print(sqlite.SQLiteStore(sys.argv[1]).transact('agent', step), flush=True)\n"
+        "os._exit(0)  # as the hook ends: no close, no checkpoint at close\n"
+    )
+    counts, sizes = [], []
+    for _ in range(24):
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        counts.append(int(done.stdout))
+        sizes.append(os.path.getsize(f"{path}-wal"))
+    assert counts == list(range(1, 25))
+    assert 0 in sizes  # emptied at least once
+    assert max(sizes) < 10 * page, sizes  # without it: two frames more for every process
 
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])

@@ -115,18 +115,20 @@ def open_private(path: str, flags: int) -> int:
     return fd
 
 
-def check_private(path: str) -> None:
+def check_private(path: str) -> int:
     """If `path` exists, it must be a regular file of ours (tightened to 0600), not a
-    symlink: for the files SQLite opens by itself beside the database (-wal, -shm)."""
+    symlink: for the files SQLite opens by itself beside the database (-wal, -shm).
+    Returns its size (0 if it does not exist)."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
-        return
+        return 0
     if stat.S_ISLNK(info.st_mode):
         raise Unsafe(f"{path} is a symbolic link; it is not followed")
     _check_own(info, path)
     if stat.S_IMODE(info.st_mode) & 0o077:
         os.chmod(path, 0o600)
+    return info.st_size
 
 
 def _check_own(info: os.stat_result, path: str) -> None:

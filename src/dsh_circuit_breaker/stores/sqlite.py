@@ -48,6 +48,9 @@ _EXPIRE = (
     "DELETE FROM agents WHERE rowid IN"
     f" (SELECT rowid FROM agents WHERE updated < ? LIMIT {EXPIRE_BATCH})"
 )
+# A WAL larger than this (about 128 pages) when a process opens the file is emptied by
+# that process once its decision is committed (see `_empty_wal`).
+WAL_LIMIT = 512 * 1024
 
 
 def path_from_url(url: str) -> str:
@@ -90,6 +93,7 @@ class SQLiteStore:
         self.expiry = config.idle_expiry_seconds
         self._db: sqlite3.Connection | None = None
         self._file = (0, 0)  # (st_dev, st_ino) of the file `_db` has open
+        self._wal_full = False  # the WAL was past WAL_LIMIT when `_db` was opened
         # One connection per store; threads of one process take turns on it (SQLite's
         # file lock orders processes, this lock orders threads within one).
         self._lock = _thread.allocate_lock()  # `threading` costs a hook process an import
@@ -147,6 +151,27 @@ class SQLiteStore:
                 if failure and pending.error is None:  # nothing of the batch was kept
                     pending.error = StoreUnavailable(f"sqlite {self.path}: {failure}")
                 pending.done = True
+        if not failure and self._wal_full:
+            self._empty_wal(db)
+
+    def _empty_wal(self, db: sqlite3.Connection) -> None:
+        """Checkpoint the WAL into the file and truncate it, once this process's decisions
+        are committed.
+
+        SQLite empties the WAL when the last connection closes, and a command hook never
+        closes its own (`hook.main` ends with `os._exit`). A WAL that no connection holds
+        open is recovered by the next process to open the file: it reads every frame, and
+        forgets what a checkpoint had already copied, so the WAL would never restart and
+        grow by every decision, each process reading all of it (about a millisecond per
+        thousand frames) and, past SQLite's autocheckpoint, checkpointing it all again.
+        A TRUNCATE checkpoint costs two fsyncs (NORMAL syncs at checkpoints only), once
+        every WAL_LIMIT bytes of decisions. It waits for writers and readers within the
+        store's timeout; if it fails, the decision stands and the next process tries."""
+        self._wal_full = False
+        try:  # noqa: SIM105 - contextlib would be one more import per tool call
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error:
+            pass
 
     def _decide(self, db: sqlite3.Connection, pending: _Pending, now: float) -> None:
         """One decision of a batch. A step that raises writes nothing (its agent's row
@@ -237,7 +262,7 @@ class SQLiteStore:
             self._db.close()
             self._db = None
         try:
-            _open_private(self.path)
+            wal_size = _open_private(self.path)
         except Unsafe as exc:
             raise StoreUnavailable(f"state file not used: {exc}") from None
         except OSError as exc:
@@ -275,20 +300,23 @@ class SQLiteStore:
             raise StoreUnavailable(f"sqlite {self.path}: {exc}") from exc
         info = os.stat(self.path)
         self._file = (info.st_dev, info.st_ino)
+        self._wal_full = wal_size > WAL_LIMIT
         self._db = db
         return db
 
 
-def _open_private(path: str) -> None:
+def _open_private(path: str) -> int:
     """Check (and create) the file and its directory before SQLite opens them: the
     directory ours and writable by no one else (created 0700, whatever the umask), the
     file ours, regular, not a symlink (created 0600); the -wal and -shm files SQLite
-    makes beside it, when they exist, likewise. Looser modes of ours are tightened."""
+    makes beside it, when they exist, likewise. Looser modes of ours are tightened.
+    Returns the size of the WAL (0 if there is none)."""
     directory = os.path.dirname(os.path.abspath(path))
     private_directory(directory, tighten=directory == default_state_dir())
     os.close(open_private(path, os.O_RDWR | os.O_CREAT))
-    for side in ("-wal", "-shm"):
-        check_private(path + side)
+    wal_size = check_private(path + "-wal")
+    check_private(path + "-shm")
+    return wal_size
 
 
 class _Pending:
