@@ -8,7 +8,7 @@ from ._log import warn
 from .config import Config
 from .keys import call_key
 from .rules import Refusal, decide, observe
-from .stores import MemoryStore, StoreUnavailable, store_from_url
+from .stores import StoreUnavailable, store_from_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -89,6 +89,8 @@ class CircuitBreaker:
     def __init__(self, config: Config | None = None, state: Store | str | None = None) -> None:
         self.config = config or Config()
         if state is None:
+            from .stores.memory import MemoryStore  # not at the top: a hook never uses it
+
             state = MemoryStore()
         elif isinstance(state, str):
             state = store_from_url(state, self.config)

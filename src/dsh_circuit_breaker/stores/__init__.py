@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ..config import Config, ConfigError, shown
-from .memory import MemoryStore
 from .unavailable import StoreUnavailable
 
 TYPE_CHECKING = False
@@ -11,6 +10,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .base import Store
+    from .memory import MemoryStore
 
 # scheme -> "module:factory"; imported only when chosen, so the hook path stays light.
 # A factory takes (url, config) and returns a Store.
@@ -36,6 +36,8 @@ def store_from_url(url: str, config: Config | None = None) -> Store:
     if scheme == "memory":
         if url != "memory://":
             raise ConfigError(f"state URL {shown(url)}: memory:// takes no path or parameters")
+        from .memory import MemoryStore  # not at the top: a hook process never uses it
+
         return MemoryStore()
     target = _SCHEMES.get(scheme)
     if target is None:
@@ -48,6 +50,15 @@ def store_from_url(url: str, config: Config | None = None) -> Store:
     factory: Any = getattr(__import__(module_name, fromlist=[attr]), attr)
     store: Store = factory(url, config)
     return store
+
+
+def __getattr__(name: str) -> object:
+    """`MemoryStore`, imported on first use (PEP 562)."""
+    if name != "MemoryStore":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .memory import MemoryStore
+
+    return MemoryStore
 
 
 __all__ = ["MemoryStore", "StoreUnavailable", "store_from_url"]
