@@ -6,10 +6,9 @@ submodule does not pay for the rest.
 
 from __future__ import annotations
 
-from ._version import __version__
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._version import __version__
     from .breaker import CircuitBreaker, Decision
     from .config import Config, ConfigError
     from .stop import AgentStopped
@@ -20,6 +19,7 @@ _WHERE = {
     "Decision": "breaker",
     "Config": "config",
     "ConfigError": "config",
+    "__version__": "_version",
 }
 
 __all__ = ["AgentStopped", "CircuitBreaker", "Config", "ConfigError", "Decision", "__version__"]

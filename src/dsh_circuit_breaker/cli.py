@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import sys
 
-from ._version import __version__
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -60,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return hook_main(argv[1:], exit_process=process)
     import importlib
+
+    from ._version import __version__
 
     parser = _parser_class()(prog="dsh-circuit-breaker", description="A loop guard for LLM agents.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
