@@ -211,6 +211,59 @@ def test_user_config_file_is_found(tmp_path: Path) -> None:
     assert "(runs: 1, limit: 1)" in (denial(outs[1].stdout) or "")
 
 
+# What an allowed call of the command hook imports of ours, beyond the C modules a
+# decision needs: each module costs a hook process about 0.1 ms, on every tool call
+# (bench/hook_latency.py). A module added to the hook path must be added here, on purpose.
+HOOK_MODULES = {
+    "dsh_circuit_breaker",
+    "dsh_circuit_breaker._log",
+    "dsh_circuit_breaker.breaker",
+    "dsh_circuit_breaker.cjson",
+    "dsh_circuit_breaker.cli",
+    "dsh_circuit_breaker.config",
+    "dsh_circuit_breaker.config_file",
+    "dsh_circuit_breaker.files",
+    "dsh_circuit_breaker.harnesses",
+    "dsh_circuit_breaker.harnesses._pretooluse",
+    "dsh_circuit_breaker.harnesses.claude_code",
+    "dsh_circuit_breaker.hook",
+    "dsh_circuit_breaker.invocation",
+    "dsh_circuit_breaker.judge",
+    "dsh_circuit_breaker.keys",
+    "dsh_circuit_breaker.paths",
+    "dsh_circuit_breaker.rules",
+    "dsh_circuit_breaker.state",
+    "dsh_circuit_breaker.stores",
+    "dsh_circuit_breaker.stores.sqlite",
+    "dsh_circuit_breaker.stores.unavailable",
+}
+
+
+def test_an_allowed_call_imports_only_what_it_needs(tmp_path: Path) -> None:
+    """Beyond `import _json, _sqlite3, _blake2` (bench/hook_latency.py's floor, which
+    brings functools and collections with it), an allowed call imports HOOK_MODULES and
+    `__future__` (the runtime side of `from __future__ import annotations`), nothing else:
+    no json, re, typing, logging, and none of our modules for denials or other commands."""
+    code = (
+        "import sys, _json, _sqlite3, _blake2\n"
+        "floor = set(sys.modules)\n"
+        "from dsh_circuit_breaker.cli import main\n"
+        "main(['hook', '--state', sys.argv[1]])\n"
+        "print(' '.join(sorted(set(sys.modules) - floor)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, f"sqlite:///{tmp_path}/state.db"],
+        input=json.dumps(pre_tool_use("Bash", {"command": "ls"})),
+        capture_output=True,
+        text=True,
+        env=hook_env(tmp_path),
+        timeout=60,
+        check=True,
+    )
+    assert done.stderr == ""
+    assert set(done.stdout.split()) == HOOK_MODULES | {"__future__"}
+
+
 def test_no_argument_content_on_disk(tmp_path: Path) -> None:
     env = hook_env(tmp_path)
     secret = "sk-live-0123456789abcdef-secret"
