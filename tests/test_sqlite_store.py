@@ -268,6 +268,52 @@ def test_processes_that_never_close_keep_the_wal_short(tmp_path: Path) -> None:
     assert max(sizes) < 10 * page, sizes  # without it: two frames more for every process
 
 
+def test_emptying_the_wal_waits_for_no_reader(tmp_path: Path) -> None:
+    """A reader on an older snapshot keeps the WAL from being emptied: the process that
+    would empty it commits its decision and ends at once, not after its store timeout
+    (other writers would wait on it all that time)."""
+    path = tmp_path / "state.db"
+    page = 4096 + 24
+    code = (
+        "import os, sys, time\n"
+        "from dsh_circuit_breaker import Config\n"
+        "from dsh_circuit_breaker.stores import sqlite\n"
+        f"sqlite.WAL_LIMIT = {page}\n"
+        "store = sqlite.SQLiteStore(sys.argv[1], Config(store_timeout=20))\n"
+        "def step(state):\n"
+        "    state.calls += 1\n"
+        "    return state.calls\n"
+        "started = time.monotonic()\n"
+        "calls = store.transact('agent', step)\n"
+        "print(calls, time.monotonic() - started, flush=True)\n"
+        "os._exit(0)\n"
+    )
+
+    def one() -> tuple[int, float]:
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        calls, seconds = done.stdout.split()
+        return int(calls), float(seconds)
+
+    while not os.path.exists(f"{path}-wal") or os.path.getsize(f"{path}-wal") <= page:
+        one()
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    before = reader.execute("SELECT count(*) FROM agents").fetchone()[0]
+    calls, seconds = one()
+    assert seconds < 10, seconds  # 20 with a busy timeout
+    assert os.path.getsize(f"{path}-wal") > page  # not emptied under the reader
+    reader.execute("COMMIT")
+    reader.close()
+    assert before == 1
+    assert one()[0] == calls + 1
+
+
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
 def test_a_long_lived_store_follows_its_file_when_it_is_removed(tmp_path: Path, how: str) -> None:
     """The guard keeps one store open; someone deletes (or replaces) state.db: the guard

@@ -169,11 +169,17 @@ class SQLiteStore:
         grow by every decision, each process reading all of it (about a millisecond per
         thousand frames) and, past SQLite's autocheckpoint, checkpointing it all again.
         A TRUNCATE checkpoint costs two fsyncs (NORMAL syncs at checkpoints only), once
-        every WAL_LIMIT bytes of decisions. It waits for writers and readers within the
-        store's timeout; if it fails, the decision stands and the next process tries."""
+        every WAL_LIMIT bytes of decisions. It waits for nobody (no busy timeout while it
+        runs): writers wait for it, so waiting on a reader would hold up every other hook
+        too. If another process is reading or writing, the decision stands as committed
+        and a later process empties the WAL."""
         self._wal_full = False
-        try:  # noqa: SIM105 - contextlib would be one more import per tool call
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        try:
+            db.execute("PRAGMA busy_timeout = 0")
+            try:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                db.execute(f"PRAGMA busy_timeout = {round(self.timeout * 1000)}")
         except sqlite3.Error:
             pass
 
