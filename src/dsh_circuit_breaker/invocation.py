@@ -19,13 +19,23 @@ import sys
 DEFAULT_HARNESS = "claude-code"  # `hook` without --harness: what every install before it wrote
 # The hook runs this interpreter on a one-line program rather than the console script:
 # pip's script wrapper imports `re` first, a few milliseconds paid on every tool call.
-HOOK_PROGRAM = "from dsh_circuit_breaker.cli import main; main()"
+# `-c` puts the working directory (the user's project) first on sys.path, so a project
+# with a `keyword.py` or `operator.py` would have its file imported in place of the
+# standard module (and run) on every tool call: the program takes that entry out first
+# (`-P` would, but only from Python 3.11; `-I` would also drop the user's site-packages).
+HOOK_PROGRAM = (
+    "import sys; sys.path[:] = [p for p in sys.path if p]; "
+    "from dsh_circuit_breaker.cli import main; main()"
+)
+# What installs before the line above wrote: still ours, for doctor, install and uninstall.
+OLD_HOOK_PROGRAM = "from dsh_circuit_breaker.cli import main; main()"
 # Words that, followed by `hook`, make a command ours (older installs used the script).
 ENTRY_NAMES = (
     "dsh-circuit-breaker",
     "dsh_circuit_breaker.cli",
     "dsh_circuit_breaker.hook",
     HOOK_PROGRAM,
+    OLD_HOOK_PROGRAM,
 )
 # Where our own arguments end in an installed command (e.g. Gemini CLI's `|| true`).
 SHELL_OPERATORS = ("||", "&&", ";", "|")

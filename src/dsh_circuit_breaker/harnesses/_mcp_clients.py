@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..invocation import HOOK_PROGRAM, entry_point
+from ..invocation import HOOK_PROGRAM, OLD_HOOK_PROGRAM, entry_point
 from ..usage import FAILED, error
 from . import _jsonc
 from ._settings import SettingsError, write_text
@@ -225,7 +225,7 @@ def relay_argv(command: str, args: list[str]) -> list[str] | None:
     """The relay's own options and the original command line, if this runs our relay."""
     if os.path.basename(command) == "dsh-circuit-breaker" and args[:1] == [RELAY_VERB]:
         ours = args[1:]
-    elif args[:3] == ["-c", HOOK_PROGRAM, RELAY_VERB]:
+    elif args[:3] in (["-c", program, RELAY_VERB] for program in (HOOK_PROGRAM, OLD_HOOK_PROGRAM)):
         ours = args[3:]
     else:
         return None

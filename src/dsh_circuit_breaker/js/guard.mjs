@@ -4,7 +4,7 @@
 // harness adapters (../dsh/plugin.mjs and the others), which only map their harness's
 // calls to `Guard.check` and its answer back to their harness's refusal. The rules and
 // their config live in Python: the client starts one guard process
-// (`python -m dsh_circuit_breaker.cli serve --stdio`) and asks it, over newline-delimited
+// (`python -c PROGRAM serve --stdio`) and asks it, over newline-delimited
 // JSON, before every tool call.
 //
 // Failure policy: a guard that is missing, dies, or does not answer within `timeoutMs`
@@ -32,6 +32,13 @@ const UNCHECKED_REPORT_EVERY = 100;
 const MAX_RUNNING = 256;
 
 export class ConfigFailure extends Error {}
+
+// The program the command hook runs too (invocation.HOOK_PROGRAM, a test keeps the two
+// equal). Not `-m`: that puts the working directory, the user's project, first on
+// sys.path, so a project's own `keyword.py` or `operator.py` would be imported (and run)
+// in place of the standard module; the program takes that entry out before any import.
+const PROGRAM = 'import sys; sys.path[:] = [p for p in sys.path if p]; '
+  + 'from dsh_circuit_breaker.cli import main; main()';
 
 // Validate the plugin's config, start the guard and wait for its hello. Resolves to
 // {guard, config} (config: the breaker's effective keys as the guard reports them);
@@ -233,7 +240,7 @@ export class Guard {
   // {ok, config} or {ok: false, configError} or {ok: false, failure}; never rejects.
   start() {
     this.starts += 1;
-    const args = ['-m', 'dsh_circuit_breaker.cli', 'serve', '--stdio'];
+    const args = ['-c', PROGRAM, 'serve', '--stdio'];
     let child;
     try {
       child = spawn(this.python, args, { stdio: ['pipe', 'pipe', 'pipe'], windowsHide: true });
