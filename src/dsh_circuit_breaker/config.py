@@ -8,7 +8,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from typing import Any
 
 DEFAULT_EXEMPT = ("todo_write", "ask_user_question", "exit_plan_mode")
@@ -78,7 +78,7 @@ class Config:
     naming its key, and never falls back to a default.
     """
 
-    __slots__ = ("_budgets", "guards", "observes_results", *_FIELDS)
+    __slots__ = ("budgets", "guards", "observes_results", *_FIELDS)
 
     duplicate_limit: int
     window: int
@@ -100,10 +100,11 @@ class Config:
     result_progress: bool
     same_result_limit: int
     observes_results: bool  # either of the two above: results are worth recording
-    # Whether the breaker looks at calls of a tool at all: `config.guards(tool)`. The
-    # matcher itself, not a method calling it: it runs before every call.
-    guards: _ToolMatcher
-    _budgets: _BudgetMatcher
+    # `guards(tool)`: whether the breaker looks at calls of `tool` at all; `budgets(tool)`:
+    # the `tool_limits` entries (pattern, limit) that count its calls. Each is its
+    # matcher's own method, not one calling it: they run before every call.
+    guards: Callable[[str], bool]
+    budgets: Callable[[str], tuple[tuple[str, int], ...]]
 
     def __init__(
         self,
@@ -141,8 +142,8 @@ class Config:
                 value = None
             object.__setattr__(self, name, value)
         self._validate()
-        object.__setattr__(self, "guards", _ToolMatcher(self.exempt, self.only))
-        object.__setattr__(self, "_budgets", _BudgetMatcher(self.tool_limits))
+        object.__setattr__(self, "guards", _ToolMatcher(self.exempt, self.only).matches)
+        object.__setattr__(self, "budgets", _BudgetMatcher(self.tool_limits).matches)
         observes = self.result_progress or self.same_result_limit > 0
         object.__setattr__(self, "observes_results", observes)
 
@@ -240,10 +241,6 @@ class Config:
                 value = dict(value)
             out[_camel(name)] = value
         return out
-
-    def budgets(self, tool: str) -> tuple[tuple[str, int], ...]:
-        """The `tool_limits` entries (pattern, limit) that count calls of `tool`."""
-        return self._budgets(tool)
 
     def message_template(self, kind: str) -> str:
         from .messages import DEFAULT_MESSAGES
@@ -388,7 +385,7 @@ class _ToolMatcher:
         self._exempt = [p.split("*") for p in exempt]
         self._cache: dict[str, bool] = {}
 
-    def __call__(self, tool: str) -> bool:
+    def matches(self, tool: str) -> bool:
         hit = self._cache.get(tool)
         if hit is None:
             if self._only:
@@ -409,7 +406,7 @@ class _BudgetMatcher:
         self._entries = [(p, limit, p.split("*")) for p, limit in limits.items()]
         self._cache: dict[str, tuple[tuple[str, int], ...]] = {}
 
-    def __call__(self, tool: str) -> tuple[tuple[str, int], ...]:
+    def matches(self, tool: str) -> tuple[tuple[str, int], ...]:
         hit = self._cache.get(tool)
         if hit is None:
             hit = tuple((p, limit) for p, limit, parts in self._entries if _matches(tool, parts))
