@@ -48,6 +48,7 @@ from dsh_circuit_breaker.invocation import hook_command
 
 TOKEN = "bench-token-0123456789abcdef"
 CLIENTS, PROCESSES = 32, 4
+PER_AGENT = 250
 
 # The floor: HTTP/1.1 with keep-alive and nothing else, on asyncio as the guard is.
 FLOOR = r"""
@@ -83,9 +84,11 @@ asyncio.run(main())
 
 
 def event(session: str, n: int) -> bytes:
+    """Call `n` (a new command each time) of agent `session`; a fresh agent every
+    PER_AGENT calls, so that every call stays an allowed one (maxCallsPerAgent is 300)."""
     return json.dumps(
         {
-            "session_id": session,
+            "session_id": f"{session}-{n // PER_AGENT}",
             "hook_event_name": "PreToolUse",
             "tool_name": "Bash",
             "tool_input": {"command": f"pytest -k case_{n}", "description": "bench"},
@@ -270,13 +273,15 @@ def throughput(args: argparse.Namespace, port: int) -> None:
     counted = decisions(port) - before
     if counted != total:
         raise SystemExit(f"the guard counted {counted} decisions, the clients {total}")
+    if decisions(port, "denials_total"):
+        raise SystemExit("the guard denied calls: every call here is to be an allowed one")
     print(
         f"\nthroughput: {CLIENTS} concurrent clients for {args.seconds:.0f} s: {total} decisions, "
         f"{total / args.seconds:.0f} decisions/s (the guard's /metrics agree)"
     )
 
 
-def decisions(port: int) -> int:
+def decisions(port: int, family: str = "decisions_total") -> int:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     connection.request("GET", "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     text = connection.getresponse().read().decode()
@@ -284,7 +289,7 @@ def decisions(port: int) -> int:
     return sum(
         int(float(line.rsplit(" ", 1)[1]))
         for line in text.splitlines()
-        if line.startswith("dsh_circuit_breaker_decisions_total{")
+        if line.startswith(f"dsh_circuit_breaker_{family}{{")
     )
 
 
