@@ -21,9 +21,15 @@ those pages again, and starting a process takes the CPU's caches too).
 
 Throughput: 32 clients (keep-alive connections, in 4 processes of 8 threads, so the
 clients' own interpreter is not what is measured) post allowed calls of 32 agents for
-`--seconds`; decisions/s is what the guard answered, checked against its /metrics.
+`--seconds`; decisions/s is what the guard answered, checked against its /metrics. Then
+the same clients against the floor server: what these clients and this machine can do
+at all, and the guard's share of it.
+
+`--taskset CPUS` pins the guard (not the clients) to those CPUs: its threads take turns
+on one GIL anyway, and on a small machine turns taken across cores cost wake-ups.
 
     .venv/bin/python bench/http_latency.py [--rounds 200] [--seconds 5] [--state URL]
+                                           [--taskset CPUS]
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from dsh_circuit_breaker.invocation import hook_command
 
 TOKEN = "bench-token-0123456789abcdef"
 CLIENTS, PROCESSES = 32, 4
+PER_AGENT = 250
 
 # The floor: HTTP/1.1 with keep-alive and nothing else, on asyncio as the guard is.
 FLOOR = r"""
@@ -83,9 +90,11 @@ asyncio.run(main())
 
 
 def event(session: str, n: int) -> bytes:
+    """Call `n` (a new command each time) of agent `session`; a fresh agent every
+    PER_AGENT calls, so that every call stays an allowed one (maxCallsPerAgent is 300)."""
     return json.dumps(
         {
-            "session_id": session,
+            "session_id": f"{session}-{n // PER_AGENT}",
             "hook_event_name": "PreToolUse",
             "tool_name": "Bash",
             "tool_input": {"command": f"pytest -k case_{n}", "description": "bench"},
@@ -101,6 +110,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--state", default=None, help="state URL (default: SQLite in a temp HOME)")
+    parser.add_argument(
+        "--taskset", metavar="CPUS", help="run the guard under `taskset -c CPUS` (Linux)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cb-http-bench-") as tmp:
         env = {
@@ -118,6 +130,8 @@ def main() -> int:
         if args.state:
             env["DSH_CIRCUIT_BREAKER_STATE"] = args.state
         serve = [sys.executable, "-m", "dsh_circuit_breaker.cli", "serve", "--http", "127.0.0.1:0"]
+        if args.taskset:
+            serve = ["taskset", "-c", args.taskset, *serve]
         with open(f"{tmp}/serve.log", "wb") as log:
             service = subprocess.Popen(
                 [*serve, "--token", TOKEN], env=env, stdout=subprocess.PIPE, stderr=log
@@ -129,9 +143,9 @@ def main() -> int:
             if found is None:
                 with open(f"{tmp}/serve.log") as log:
                     raise SystemExit(f"serve --http did not start: {log.read()}")
-            port = int(found.group(1))
-            latency(args, env, port, int(floor.stdout.readline()))
-            throughput(args, port)
+            port, floor_port = int(found.group(1)), int(floor.stdout.readline())
+            latency(args, env, port, floor_port)
+            throughput(args, port, floor_port)
         finally:
             for process in (service, floor):
                 process.terminate()
@@ -190,6 +204,8 @@ def latency(args: argparse.Namespace, env: dict[str, str], port: int, floor_port
     times = measure(cases, args)
     print(f"interpreter: {sys.executable} ({sys.version.split()[0]}); cores: {os.cpu_count()}")
     print(f"state: {args.state or 'sqlite (default file)'}")
+    if args.taskset:
+        print(f"the guard pinned to CPUs {args.taskset} (taskset)")
     print(f"latency, {args.rounds} rounds (after {args.warmup} warm-up), interleaved\n")
     print(f"{'':<34} {'median ms':>10} {'p99 ms':>8} {'/ command hook':>15} {'/ floor':>8}")
     table(times, statistics.median(times[hook_row]), statistics.median(times[floor_row]))
@@ -251,8 +267,8 @@ def client_process(port: int, first: int, seconds: float, start_at: float, out: 
     out.put(sum(counts))
 
 
-def throughput(args: argparse.Namespace, port: int) -> None:
-    before = decisions(port)
+def clients(args: argparse.Namespace, port: int) -> int:
+    """CLIENTS keep-alive clients posting for `args.seconds`: how many answers they had."""
     queue: Any = multiprocessing.Queue()
     start_at = time.time() + 1.0  # every process started and connected by then
     per = CLIENTS // PROCESSES
@@ -267,16 +283,27 @@ def throughput(args: argparse.Namespace, port: int) -> None:
     total = sum(queue.get(timeout=args.seconds + 60) for _ in processes)
     for process in processes:
         process.join(30)
+    return int(total)
+
+
+def throughput(args: argparse.Namespace, port: int, floor_port: int) -> None:
+    before = decisions(port)
+    total = clients(args, port)
     counted = decisions(port) - before
     if counted != total:
         raise SystemExit(f"the guard counted {counted} decisions, the clients {total}")
+    if decisions(port, "denials_total"):
+        raise SystemExit("the guard denied calls: every call here is to be an allowed one")
+    floor = clients(args, floor_port)  # the same clients against the bare floor server
     print(
         f"\nthroughput: {CLIENTS} concurrent clients for {args.seconds:.0f} s: {total} decisions, "
-        f"{total / args.seconds:.0f} decisions/s (the guard's /metrics agree)"
+        f"{total / args.seconds:.0f} decisions/s (the guard's /metrics agree)\n"
+        f"the same clients against the floor: {floor / args.seconds:.0f} answers/s; "
+        f"the guard answered {total / floor:.2f}x as many"
     )
 
 
-def decisions(port: int) -> int:
+def decisions(port: int, family: str = "decisions_total") -> int:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     connection.request("GET", "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     text = connection.getresponse().read().decode()
@@ -284,7 +311,7 @@ def decisions(port: int) -> int:
     return sum(
         int(float(line.rsplit(" ", 1)[1]))
         for line in text.splitlines()
-        if line.startswith("dsh_circuit_breaker_decisions_total{")
+        if line.startswith(f"dsh_circuit_breaker_{family}{{")
     )
 
 

@@ -61,6 +61,7 @@ from ..token import proof
 from .metrics import CONTENT_TYPE
 from .service import Guard
 from .wire import HEAD_BYTES, Refused, Request, parse_head, response
+from .workers import Workers
 
 MAX_HOOK_BODY = MAX_EVENT_BYTES
 MAX_API_BODY = 64 * 1024
@@ -112,6 +113,22 @@ def json_response(status: int, payload: Any, *, close: bool = False) -> Response
     return Response(status, data, "application/json", close=close)
 
 
+class _Deadline:
+    """A timer cancelled when its `with` block ends (a class: a generator-based context
+    manager costs more than the timer itself, and every request takes two)."""
+
+    __slots__ = ("timer",)
+
+    def __init__(self, timer: asyncio.TimerHandle) -> None:
+        self.timer = timer
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.timer.cancel()
+
+
 class RouteSet(Protocol):
     """What a server serves: its checks before a body is read, its body limit, its
     answers (on worker threads, the request read in full)."""
@@ -158,7 +175,7 @@ class GuardHTTPServer:
         self.check_host = check_host
         self.allowed_hosts = self._hosts()
         self.routes: RouteSet = (routes or Routes)(self)
-        self._workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="guard")
+        self._workers = Workers(WORKERS, "guard")
         self._streams = ThreadPoolExecutor(MAX_STREAMS, thread_name_prefix="stream")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -196,7 +213,7 @@ class GuardHTTPServer:
 
     def server_close(self) -> None:
         self.socket.close()
-        self._workers.shutdown(wait=False)
+        self._workers.shutdown()
         self._streams.shutdown(wait=False)
 
     async def _serve(self) -> None:
@@ -265,8 +282,7 @@ class GuardHTTPServer:
             self.metrics.count("refused", exc.reason)
             await self._send(writer, self.routes.refused(request, exc))
             return False
-        loop = asyncio.get_running_loop()
-        answer = await loop.run_in_executor(self._workers, self.routes.respond, request)
+        answer = await self._workers.submit(self.routes.respond, request)
         await self._send(writer, answer, request.keep_alive)
         if answer.chunks is not None:
             await self._stream(writer, answer.chunks)
@@ -296,19 +312,15 @@ class GuardHTTPServer:
         self, writer: asyncio.StreamWriter, answer: Response, keep_alive: bool = False
     ) -> None:
         writer.write(answer.wire(keep_alive))
-        with self._deadline(writer, WRITE_SECONDS):
-            await writer.drain()
+        if writer.transport.get_write_buffer_size():  # the socket did not take it all at once
+            with self._deadline(writer, WRITE_SECONDS):
+                await writer.drain()
 
-    @contextlib.contextmanager
-    def _deadline(self, writer: asyncio.StreamWriter, seconds: float) -> Any:
-        """Cut the connection off unless the block ends within `seconds` (the read or
-        write it waits on then fails; a timer, not a task per phase)."""
+    def _deadline(self, writer: asyncio.StreamWriter, seconds: float) -> _Deadline:
+        """Cut the connection off unless the `with` block ends within `seconds` (the read
+        or write it waits on then fails; a timer, not a task per phase)."""
         assert self._loop is not None
-        timer = self._loop.call_later(seconds, self._late, writer)
-        try:
-            yield
-        finally:
-            timer.cancel()
+        return _Deadline(self._loop.call_later(seconds, self._late, writer))
 
     def _late(self, writer: asyncio.StreamWriter) -> None:
         self.metrics.count("refused", "slow")

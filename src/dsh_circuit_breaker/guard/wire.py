@@ -8,6 +8,7 @@ I/O and the deadlines.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
 
@@ -19,7 +20,10 @@ MAX_LENGTH_DIGITS = 12
 SINGLE = frozenset(
     {"host", "authorization", "content-length", "transfer-encoding", "origin", "sec-fetch-site"}
 )
-_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# A header name or method is these bytes only; a request target, visible ASCII only.
+# Checked by deleting them (`bytes.translate`): whatever is left is what is not allowed.
+_TOKEN = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_VISIBLE = bytes(range(0x21, 0x7F))
 SECURITY_HEADERS = (
     ("X-Content-Type-Options", "nosniff"),
     ("Cache-Control", "no-store"),
@@ -44,9 +48,13 @@ class Request:
 
     def __init__(self, method: str, target: str, version: str, headers: dict[str, str]) -> None:
         self.method = method
-        parts = urlsplit(target)
-        self.path = parts.path
-        self.query = parse_qs(parts.query)
+        if "?" in target or "#" in target or target.startswith("//"):
+            parts = urlsplit(target)
+            self.path = parts.path
+            self.query = parse_qs(parts.query)
+        else:  # a plain path, as a harness's hook posts: nothing to split
+            self.path = target
+            self.query = {}
         self.headers = headers
         connection = headers.get("connection", "").lower()
         self.keep_alive = version == "HTTP/1.1" and "close" not in connection
@@ -75,17 +83,17 @@ def parse_head(data: bytes) -> Request:
     if not lines or len(lines) - 1 > MAX_HEADERS:
         raise Refused(431, "too_large", f"a request has at most {MAX_HEADERS} header lines")
     parts = lines[0].split(b" ")
-    if len(parts) != 3 or not parts[0] or not set(parts[0]) <= _TOKEN:
+    if len(parts) != 3 or not parts[0] or parts[0].translate(None, _TOKEN):
         raise Refused(400, "malformed", "malformed request line")
     method, target, version = (p.decode("latin-1") for p in parts)
     if version not in ("HTTP/1.0", "HTTP/1.1"):
         raise Refused(505, "malformed", "HTTP/1.0 or HTTP/1.1 only")
-    if not target.startswith("/") or not all("!" <= c <= "~" for c in target):
+    if not target.startswith("/") or parts[1].translate(None, _VISIBLE):
         raise Refused(400, "malformed", "malformed request target")
     headers: dict[str, str] = {}
     for line in lines[1:]:
         name, colon, value = line.partition(b":")
-        if not colon or not name or not set(name) <= _TOKEN:  # also a folded line
+        if not colon or not name or name.translate(None, _TOKEN):  # also a folded line
             raise Refused(400, "malformed", "malformed header line")
         key = name.decode("latin-1").lower()
         text = value.strip(b" \t").decode("latin-1")
@@ -108,6 +116,29 @@ def response(
 ) -> bytes:
     """A whole response: status line, our security headers on every one, and the body; or,
     `streamed`, the head of one whose body follows until the connection closes."""
+    if not extra and not streamed:  # the same few heads, answer after answer: made once
+        before, after = _head(status, content_type, close)
+        return b"%s%d%s%s" % (before, len(data), after, data)
+    return _response(status, data, content_type, close, extra, streamed)
+
+
+@lru_cache(maxsize=64)
+def _head(status: int, content_type: str | None, close: bool) -> tuple[bytes, bytes]:
+    """A head without extra headers, in two parts: before the Content-Length value, and
+    after it (the blank line included)."""
+    head = _response(status, b"", content_type, close, (), False)
+    before, _, after = head.partition(b"Content-Length: 0\r\n")
+    return before + b"Content-Length: ", b"\r\n" + after
+
+
+def _response(
+    status: int,
+    data: bytes,
+    content_type: str | None,
+    close: bool,
+    extra: tuple[tuple[str, str], ...],
+    streamed: bool,
+) -> bytes:
     try:
         phrase = HTTPStatus(status).phrase
     except ValueError:
