@@ -254,14 +254,7 @@ def test_processes_that_never_close_keep_the_wal_short(tmp_path: Path) -> None:
     )
     counts, sizes = [], []
     for _ in range(24):
-        done = subprocess.run(
-            [sys.executable, "-c", code, str(path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        counts.append(int(done.stdout))
+        counts.append(int(_process(code, path)))
         sizes.append(os.path.getsize(f"{path}-wal"))
     assert counts == list(range(1, 25))
     assert 0 in sizes  # emptied at least once
@@ -290,14 +283,7 @@ def test_emptying_the_wal_waits_for_no_reader(tmp_path: Path) -> None:
     )
 
     def one() -> tuple[int, float]:
-        done = subprocess.run(
-            [sys.executable, "-c", code, str(path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        calls, seconds = done.stdout.split()
+        calls, seconds = _process(code, path).split()
         return int(calls), float(seconds)
 
     while not os.path.exists(f"{path}-wal") or os.path.getsize(f"{path}-wal") <= page:
@@ -435,3 +421,15 @@ def test_a_state_kept_in_memory_never_hides_another_writer(tmp_path: Path) -> No
     assert hook.transact("a", count) == 2
     hook.reset("a")
     assert guard.transact("a", count) == 1
+
+
+def _process(code: str, path: Path) -> str:
+    """What `code`, run by a process of its own on the store file `path`, printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
