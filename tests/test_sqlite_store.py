@@ -249,7 +249,8 @@ def test_processes_that_never_close_keep_the_wal_short(tmp_path: Path) -> None:
         "def step(state):\n"
         "    state.calls += 1\n"
         "    return state.calls\n"
-        "print(sqlite.SQLiteStore(sys.argv[1]).transact('agent', step), flush=True)\n"
+        "store = sqlite.SQLiteStore(sys.argv[1])  # held to the end, as the hook holds it\n"
+        "print(store.transact('agent', step), flush=True)\n"
         "os._exit(0)  # as the hook ends: no close, no checkpoint at close\n"
     )
     counts, sizes = [], []

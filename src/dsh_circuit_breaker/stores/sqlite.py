@@ -168,16 +168,29 @@ class SQLiteStore:
         forgets what a checkpoint had already copied, so the WAL would never restart and
         grow by every decision, each process reading all of it (about a millisecond per
         thousand frames) and, past SQLite's autocheckpoint, checkpointing it all again.
-        A TRUNCATE checkpoint costs two fsyncs (NORMAL syncs at checkpoints only), once
-        every WAL_LIMIT bytes of decisions. It waits for nobody (no busy timeout while it
-        runs): writers wait for it, so waiting on a reader would hold up every other hook
-        too. If another process is reading or writing, the decision stands as committed
-        and a later process empties the WAL."""
+        So the frames are first copied by a PASSIVE checkpoint, which blocks no one
+        (writers go on appending meanwhile); only once every frame is in the file does a
+        TRUNCATE checkpoint reset the WAL, which then has little or nothing left to copy:
+        it holds up new writers only that long, never for a copy of a WAL of megabytes (as
+        an older version, or a mass write, leaves behind). Each checkpoint costs fsyncs
+        (NORMAL syncs at checkpoints only), once every WAL_LIMIT bytes of decisions. Both
+        wait for nobody (no busy timeout while they run): a TRUNCATE that waited on a
+        reader would hold up every other hook too. If another process is reading or
+        writing, the decision stands as committed and a later process empties the WAL.
+        One that finds the WAL emptied by another since it opened the file does nothing."""
         self._wal_full = False
+        try:  # another process may have emptied it since: then each truncation would
+            # hold up the writers again, for nothing (many hooks open a full WAL at once)
+            if os.stat(self.path + "-wal").st_size <= WAL_LIMIT:
+                return
+        except OSError:
+            return
         try:
             db.execute("PRAGMA busy_timeout = 0")
             try:
-                db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                busy, frames, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                if not busy and copied == frames:
+                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             finally:
                 db.execute(f"PRAGMA busy_timeout = {round(self.timeout * 1000)}")
         except sqlite3.Error:
