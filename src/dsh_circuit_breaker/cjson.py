@@ -42,14 +42,16 @@ class _DecodeContext:
         return {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}[name]
 
 
-_scan = _c.make_scanner(_DecodeContext()) if _c is not None else None
-_unchecked = (
-    _c.make_encoder(
-        None, _unserializable, _c.encode_basestring_ascii, None, ":", ",", True, False, True
+def _encoder(markers: dict[int, Any] | None) -> Any:
+    """json's C encoder with `json.dumps(sort_keys=True, separators=(",", ":"))`'s
+    arguments; `markers` is its cycle check (None: none)."""
+    return _c.make_encoder(
+        markers, _unserializable, _c.encode_basestring_ascii, None, ":", ",", True, False, True
     )
-    if _c is not None
-    else None
-)
+
+
+_scan = _c.make_scanner(_DecodeContext()) if _c is not None else None
+_unchecked = _encoder(None) if _c is not None else None
 _per_thread = _local()
 _WHITESPACE = " \t\n\r"
 
@@ -87,9 +89,7 @@ def canonical_unchecked(value: Any) -> str:
 
 
 def _new_encoder() -> Any:
-    _per_thread.encode = _c.make_encoder(
-        {}, _unserializable, _c.encode_basestring_ascii, None, ":", ",", True, False, True
-    )
+    _per_thread.encode = _encoder({})
     return _per_thread.encode
 
 

@@ -181,7 +181,7 @@ class SQLiteStore:
         self._wal_full = False
         try:  # another process may have emptied it since: then each truncation would
             # hold up the writers again, for nothing (many hooks open a full WAL at once)
-            if os.stat(self.path + "-wal").st_size <= WAL_LIMIT:
+            if os.lstat(self.path + "-wal").st_size <= WAL_LIMIT:
                 return
         except OSError:
             return
