@@ -287,6 +287,20 @@ def test_installed_command_is_this_interpreter_without_the_script_wrapper(tmp_pa
     assert invocation.is_ours(shlex.join(words))
 
 
+def test_the_installed_program_exits_with_the_commands_status(tmp_path: Path) -> None:
+    # An HTTP install's start command (`serve --ensure`) and the MCP relay run through the
+    # same program: a failure must reach the harness as one, not as `-c`'s status 0.
+    done = subprocess.run(
+        [*invocation.entry_point(), "serve", "--http", "127.0.0.1:99999"],
+        env=hook_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "the port must be a number" in done.stderr
+
+
 def _state_db(home: Path) -> Path:
     return home / "state" / "dsh-circuit-breaker" / "state.db"
 

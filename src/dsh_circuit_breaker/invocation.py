@@ -23,9 +23,11 @@ DEFAULT_HARNESS = "claude-code"  # `hook` without --harness: what every install 
 # with a `keyword.py` or `operator.py` would have its file imported in place of the
 # standard module (and run) on every tool call: the program takes that entry out first
 # (`-P` would, but only from Python 3.11; `-I` would also drop the user's site-packages).
+# `main()`'s status is the process's (`-c` drops a return value): a `serve --ensure` that
+# failed must not tell the harness that started it that it succeeded.
 HOOK_PROGRAM = (
     "import sys; sys.path[:] = [p for p in sys.path if p]; "
-    "from dsh_circuit_breaker.cli import main; main()"
+    "from dsh_circuit_breaker.cli import main; sys.exit(main())"
 )
 # What installs before the line above wrote: still ours, for doctor, install and uninstall.
 OLD_HOOK_PROGRAM = "from dsh_circuit_breaker.cli import main; main()"

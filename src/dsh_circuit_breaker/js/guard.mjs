@@ -38,7 +38,7 @@ export class ConfigFailure extends Error {}
 // sys.path, so a project's own `keyword.py` or `operator.py` would be imported (and run)
 // in place of the standard module; the program takes that entry out before any import.
 const PROGRAM = 'import sys; sys.path[:] = [p for p in sys.path if p]; '
-  + 'from dsh_circuit_breaker.cli import main; main()';
+  + 'from dsh_circuit_breaker.cli import main; sys.exit(main())';
 
 // Validate the plugin's config, start the guard and wait for its hello. Resolves to
 // {guard, config} (config: the breaker's effective keys as the guard reports them);
