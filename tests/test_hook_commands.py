@@ -221,17 +221,17 @@ def test_doctor_says_exactly_what_is_wrong(tmp_path: Path) -> None:
 
 def test_status_shows_counts_and_trips(tmp_path: Path) -> None:
     env = hook_env(tmp_path)
-    for _ in range(7):
+    for _ in range(6):  # the 6th refused
         run_hook(pre_tool_use("Bash", {"command": "ls"}, session="looper"), env)
     run_hook(pre_tool_use("Bash", {"command": "ls"}, session="calm"), env)
     rows = [json.loads(line) for line in cli(env, "status", "--json").stdout.splitlines()]
     by_agent = {r["agent"]: r for r in rows}
-    assert by_agent["looper"]["calls"] == 6
-    assert by_agent["looper"]["topRepeat"] == 6
+    assert by_agent["looper"]["calls"] == 5
+    assert by_agent["looper"]["topRepeat"] == 5
     assert by_agent["looper"]["tripped"] == ["duplicate"]
     assert by_agent["calm"]["tripped"] == [] and by_agent["calm"]["calls"] == 1
     table = cli(env, "status").stdout
-    assert "looper" in table and "duplicate" in table and "6/300" in table
+    assert "looper" in table and "duplicate" in table and "5/300" in table
     assert by_agent["looper"]["denialsInARow"] == 1 and by_agent["looper"]["budgets"] == {}
 
 
@@ -240,7 +240,7 @@ def test_status_shows_a_stopped_agent_and_a_spent_budget(tmp_path: Path) -> None
     config = tmp_path / "breaker.json"
     config.write_text(json.dumps({"toolLimits": {"Web*": 2}}))
     env["DSH_CIRCUIT_BREAKER_CONFIG"] = str(config)
-    for _ in range(9):  # 6 run, then the third refusal in a row is a stop
+    for _ in range(8):  # 5 run, then the third refusal in a row is a stop
         run_hook(pre_tool_use("Bash", {"command": "ls"}, session="looper"), env)
     for query in ("a", "b"):
         run_hook(pre_tool_use("WebSearch", {"query": query}, session="searcher"), env)
@@ -258,7 +258,7 @@ def test_incidents_readable_and_follow(tmp_path: Path) -> None:
     env = hook_env(tmp_path)
     empty = cli(env, "incidents")
     assert "no incidents yet" in empty.stdout
-    for _ in range(7):
+    for _ in range(6):  # the 6th refused: copies 6, limit 6
         run_hook(pre_tool_use(session="tripped-session"), env)
     lines = cli(env, "incidents").stdout.splitlines()
     assert len(lines) == 1

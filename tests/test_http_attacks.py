@@ -325,9 +325,9 @@ def test_a_template_that_cannot_render_every_count_fails_at_load(env: dict[str, 
 
 def test_a_session_named_like_a_subagent_is_its_own_agent(service: Service) -> None:
     same = {"command": "same"}
-    session = [pre_tool_use(session="a/b", tool_input=same) for _ in range(6)]
-    subagent = [pre_tool_use(session="a", agent_id="b", tool_input=same) for _ in range(6)]
-    assert [service.hook(e) for e in session + subagent] == [b""] * 12  # 6 each, not 6 in all
+    session = [pre_tool_use(session="a/b", tool_input=same) for _ in range(5)]
+    subagent = [pre_tool_use(session="a", agent_id="b", tool_input=same) for _ in range(5)]
+    assert [service.hook(e) for e in session + subagent] == [b""] * 10  # 5 each: none a 6th
     agents = sorted(a["agent"] for a in service.json("/api/agents")["agents"])
     assert agents == ["a%2Fb", "a/b"]
 

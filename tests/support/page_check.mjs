@@ -79,7 +79,7 @@ try {
   seen.agentShownMs = Date.now() - started;
   seen.afterFirst = await row.locator(".badge").textContent();
 
-  for (let i = 0; i < 5; i++) await hook("echo loop");
+  for (let i = 0; i < 4; i++) await hook("echo loop");  // five in all: the 6th is refused
   started = Date.now();
   seen.denied = await hook("echo loop");
   await row.locator(".badge.denied").waitFor({ timeout: WAIT });
