@@ -1,6 +1,6 @@
-"""End to end, what only one command-hook harness has: Codex's hook trust and its answer to
-a stop, Copilot's hooks directory, droid's hooks.json, Gemini CLI's subagents, its hook
-command's fallback and its web search budget. The real CLI, driven as in
+"""End to end, what only one command-hook harness has: Claude Code's parallel batches,
+Codex's hook trust and its answer to a stop, Copilot's hooks directory, droid's
+hooks.json, Gemini CLI's subagents, its hook command's fallback and its web search budget. The real CLI, driven as in
 tests/test_command_hook_e2e.py (tests/support/command_hook_harnesses.py).
 """
 
@@ -10,11 +10,13 @@ import contextlib
 import json
 import os
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dsh_circuit_breaker import CircuitBreaker, Config
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.command_hook_harnesses import (
     GEMINI_STOPPED,
@@ -297,3 +299,87 @@ def test_gemini_a_web_search_budget_refuses_the_thirteenth(scratch: Any) -> None
         "limit": 12,
         "agent": outcome.session,
     }
+
+
+
+# -- Claude Code ---------------------------------------------------------------------------
+
+POLL_SCRIPT = 'n=$(cat polls 2>/dev/null || echo 0)\necho $((n + 1)) > polls\necho "done $n%"\n'
+# A second hook beside ours on the call and result events: the order they fired in.
+ORDER_HOOK = """import json, sys
+event = json.load(sys.stdin)
+with open(sys.argv[1], "a") as log:
+    log.write(event["hook_event_name"] + " " + event["tool_use_id"] + "\\n")
+"""
+
+
+def log_hook_order(h: Harness) -> Path:
+    """Add a hook beside ours that logs each PreToolUse and PostToolUse (event, call id)."""
+    script, log = h.home / "order_hook.py", h.home / "hook-order.log"
+    script.write_text(ORDER_HOOK)
+    settings = json.loads(h.settings.read_text())
+    command = f"{sys.executable} {script} {log}"
+    for event in ("PreToolUse", "PostToolUse"):
+        settings["hooks"][event].append({"hooks": [{"type": "command", "command": command}]})
+    h.settings.write_text(json.dumps(settings))
+    return log
+
+
+def test_claude_code_a_parallel_batch_is_judged_on_no_result_but_its_own(scratch: Any) -> None:
+    # Two messages of seven identical tool_use blocks each, with the default install (the
+    # post-tool hook in). Claude Code runs a batch of Bash calls one at a time, each
+    # result's PostToolUse before the next copy's PreToolUse: each copy of a poll whose
+    # output moves is judged on the result of the copy before it, its own, and all seven
+    # run. It runs a batch of Reads at once: every PreToolUse before the first result, so
+    # the breaker judges them with no result at all, as SPEC says of parallel calls (a
+    # copy issued while the one before is out): the 6th and 7th to ask are refused, and
+    # the results of the five that ran, which come back later, are not kept.
+    h = scratch("claude-code")
+    log = log_hook_order(h)
+    (h.work / "poll.sh").write_text(POLL_SCRIPT)
+    notes = h.work / "notes.txt"
+    notes.write_text("the job is at step 3\n")
+    polls = [h.shell("sh poll.sh", f"Poll the job, copy {i}") for i in range(1, 8)]
+    reads = [tool_call("Read", {"file_path": str(notes)}) for _ in range(7)]
+    with h.model([polls, reads, "Done."]) as model:
+        outcome = h.run(model, "Poll the job seven times at once, then read the notes so.")
+    assert outcome.final == "Done." and len(model.model_requests) == 3
+    poll_ids, read_ids = [[c["id"] for c in batch] for batch in (polls, reads)]
+    assert [c["id"] for c in model.tool_uses()] == poll_ids + read_ids  # two batches of 7
+    order = [tuple(line.split()) for line in log.read_text().splitlines()]
+    serial = [(event, i) for i in poll_ids for event in ("PreToolUse", "PostToolUse")]
+    assert order[:14] == serial
+    for i, call_id in enumerate(poll_ids):
+        ran = model.result_in_next_request(call_id)
+        assert not ran.is_error and f"done {i}%" in ran.text, ran.text
+    assert (h.work / "polls").read_text().strip() == "7"
+    asked = [i for event, i in order[14:] if event == "PreToolUse"]
+    assert sorted(asked) == sorted(read_ids)
+    first_result = next(n for n, (event, _) in enumerate(order) if n >= 14 and event[:4] == "Post")
+    assert first_result == 14 + 7, order  # every copy was asked about before any result
+    # The seven hooks run at once: which two are the 6th and 7th is the store's order.
+    refused = "PreToolUse:Read hook error: " + render(
+        DEFAULT_MESSAGES["duplicate"], "Read", "duplicate", 6, 6
+    )
+    results = {i: model.result_in_next_request(i) for i in read_ids}
+    denied = [i for i in read_ids if results[i].is_error]
+    assert len(denied) == 2 and all(results[i].text.startswith(refused) for i in denied)
+    ran = [i for i in read_ids if i not in denied]
+    assert all("the job is at step 3" in results[i].text for i in ran)
+    # Results came back only for the five that ran; the breaker kept none of them (the
+    # poll's results, one key, are all it has), and none is still awaited.
+    assert sorted(i for event, i in order[21:] if event == "PostToolUse") == sorted(ran)
+    state = Path(h.env["XDG_STATE_HOME"]) / "dsh-circuit-breaker" / "state.db"
+    store = CircuitBreaker(Config(), state=f"sqlite:///{state}")
+    try:
+        kept = dict(store.store.agents())[outcome.session]
+    finally:
+        store.close()
+    assert len(kept.results) == 1 and kept.awaiting == {}
+    (entry,) = h.incident_lines()
+    assert (entry["kind"], entry["tool"], entry["count"], entry["agent"]) == (
+        "duplicate",
+        "Read",
+        6,
+        outcome.session,
+    )

@@ -120,8 +120,9 @@ def test_project_and_local_scopes_and_reinstall_with_options(tmp_path: Path) -> 
         state,
     )
     found = hs.our_commands(settings_of(local))
-    assert {e: len(c) for e, c in found.items()} == {"PreToolUse": 1, "UserPromptSubmit": 1}
-    assert found["PreToolUse"][0].endswith(f"hook --state {state}")
+    events = ("PreToolUse", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure")
+    assert {e: len(c) for e, c in found.items()} == dict.fromkeys(events, 1)  # results: default
+    assert all(found[e][0].endswith(f"hook --state {state}") for e in events)
 
 
 def test_invalid_settings_are_never_overwritten(tmp_path: Path) -> None:
