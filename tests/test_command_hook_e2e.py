@@ -8,9 +8,9 @@ what the model was sent back (the tool results of the next request, from the fak
 log), and the incident log. A harness whose hook can end the agent (a `stop.json` among
 its captured events) is stopped at the third refusal in a row; the others refuse every
 call from there on, and the run goes on. The install is the default one: it adds the
-post-tool hook, and the breaker judges each repeat by what came back (`resultProgress`). A scenario a harness cannot take part in is
-named in its `not_in`, with the reason; tests/test_harness_registry.py checks that
-every registered harness is described.
+post-tool hook, and the breaker judges each repeat by what came back (`resultProgress`).
+A scenario a harness cannot take part in is named in its `not_in`, with the reason;
+tests/test_harness_registry.py checks that every registered harness is described.
 """
 
 from __future__ import annotations
@@ -385,23 +385,25 @@ def test_an_interleaved_frozen_poller_is_refused_at_the_seventh_copy(harness: Ha
 
 @scenario("results")
 def test_a_cycle_runs_on_while_a_result_moves_and_is_refused_frozen(harness: Harness) -> None:
-    # SPEC rule 5 with the defaults. A poll whose output moves, alternated with a read of
-    # the same notes: four rounds (eight calls, more than three rounds) all run. Then the
+    # SPEC rule 5 with the defaults. A read of the same notes alternated with a poll whose
+    # output moves: four rounds (eight calls, more than three rounds) all run. Then the
     # frozen poll alternated with that read: a block of 2 calls repeated 3 rounds with
     # every result as the round before, so the call that would start a 4th round (the 7th
-    # of this cycle) is refused; no call of it is a 6th copy (rule 4 sees 4 at most).
+    # of this cycle) is refused; no call of it is a 6th copy (rule 4 sees 4 at most). (The
+    # moving part ends on the poll: had it ended on the read, that read would have been
+    # the cycle's first call, and its 7th the frozen part's 6th.)
     h = harness
     with_results(h)
 
     def read(i: int) -> Block:  # one key: its label is an annotation the breaker drops
         return h.shell(f"cat {NOTES}", f"Read my notes again ({i})")
 
-    moving = [b for i in range(1, 5) for b in (poll(h, "poll.sh", i), read(i))]
+    moving = [b for i in range(1, 5) for b in (read(i), poll(h, "poll.sh", i))]
     frozen = [b for i in range(5, 9) for b in (poll(h, "frozen.sh", i), read(i))]
     outcome, results = run_script(h, [*moving, *frozen[:7]], "Stuck.")
     for i, result in enumerate(results[:8]):
         check_ran(h, result)
-        expected = f"done {i // 2}%" if i % 2 == 0 else "step 3 is blocked on the job"
+        expected = "step 3 is blocked on the job" if i % 2 == 0 else f"done {i // 2}%"
         assert expected in result.text, result.text
     for result in results[8:14]:
         check_ran(h, result)

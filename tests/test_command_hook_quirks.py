@@ -1,7 +1,8 @@
 """End to end, what only one command-hook harness has: Claude Code's parallel batches,
 Codex's hook trust and its answer to a stop, Copilot's hooks directory, droid's
-hooks.json, Gemini CLI's subagents, its hook command's fallback and its web search budget. The real CLI, driven as in
-tests/test_command_hook_e2e.py (tests/support/command_hook_harnesses.py).
+hooks.json, Gemini CLI's subagents, its hook command's fallback and its web search
+budget. The real CLI, driven as in tests/test_command_hook_e2e.py
+(tests/support/command_hook_harnesses.py).
 """
 
 from __future__ import annotations
@@ -299,7 +300,6 @@ def test_gemini_a_web_search_budget_refuses_the_thirteenth(scratch: Any) -> None
         "limit": 12,
         "agent": outcome.session,
     }
-
 
 
 # -- Claude Code ---------------------------------------------------------------------------
