@@ -249,8 +249,10 @@ def test_a_squatter_that_allows_gets_what_claude_code_sends(installed: Installed
     ours = [h for h in AllowingSquatter.heard if h[0].startswith("/proof")]
     hooks = [h for h in AllowingSquatter.heard if h[0] == "/hook/claude-code"]
     assert ours and all(auth == "" for _, auth, _ in ours)  # --ensure: the challenge only
-    assert len(hooks) == 11 and all(auth == f"Bearer {token}" for _, auth, _ in hooks)
-    assert sum(b"echo cbprobe4 >>" in body for _, _, body in hooks) == 10  # every call's
+    # The prompt, and each call's PreToolUse and its PostToolUse (results: the default).
+    assert len(hooks) == 21 and all(auth == f"Bearer {token}" for _, auth, _ in hooks)
+    assert sum(b"echo cbprobe4 >>" in body for _, _, body in hooks) == 20  # every call's
+    assert sum(b'"PostToolUse"' in body for _, _, body in hooks) == 10
     assert sum(b"Run the cbprobe4 probe ten times." in body for _, _, body in hooks) == 1
     assert side.read_text().splitlines() == ["cbprobe4"] * 10  # and all ten ran
 

@@ -57,20 +57,20 @@ def test_the_page_shows_an_agent_its_denial_and_resets_it(
     assert seen["status"] == 200 and seen["title"] == "dsh-circuit-breaker: live"
     assert seen["first"] == {"status": 200, "body": ""}
     assert seen["afterFirst"] == "ok"
-    denied = "Circuit breaker: NOT run, a repeat (runs: 6, limit: 6): this Bash call"
+    denied = "Circuit breaker: NOT run, a repeat (copies: 6, limit: 6): this Bash call"
     assert denied in seen["denied"]["body"]
     assert seen["denialShownMs"] < 1000, seen  # polled every 500 ms
-    assert seen["denialCells"] == ["6/300", "6/6", "1"]  # calls, top repeat, denials
+    assert seen["denialCells"] == ["5/300", "5/6", "1"]  # calls, top repeat, denials
     # Listed first though the quiet agent called later; what it repeated, in the guard's
     # memory only (the store has digests), and a banner counting it.
     assert seen["order"] == ["stuck-session-3", "browser-session-1", "quiet-session-2"]
-    assert seen["firstRepeat"] == "echo loop x6 ran, x1 refused"
+    assert seen["firstRepeat"] == "echo loop x5 ran, x1 refused"
     assert re.fullmatch(r"\d+ s ago", seen["lastCall"]), seen["lastCall"]
     assert seen["bannerShown"] and seen["banner"] == "2 agents need attention"
     assert seen["bannerClass"] == "loud"  # a stopped agent among them
     assert seen["incidentOpens"] == "browser-session-1"
     assert sorted(seen["idLines"]) == [[a, 1] for a in sorted(seen["order"])], seen["idLines"]
-    assert seen["timelineCells"] == ["x6", ""]  # six alike in one cell, then the denial
+    assert seen["timelineCells"] == ["x5", ""]  # five alike in one cell, then the denial
     assert seen["next"].startswith("denied: its last call, or its next repeat, is refused")
     assert seen["narrowOverlaps"] == [] and seen["narrowWidth"] <= 800, seen
     assert seen["confirm"].startswith("Reset browser-session-1? Its state is forgotten")
@@ -85,7 +85,7 @@ def test_the_page_shows_an_agent_its_denial_and_resets_it(
     assert sorted((a["agent"], a["calls"]) for a in agents) == [
         ("browser-session-1", 1),
         ("quiet-session-2", 1),
-        ("stuck-session-3", 6),
+        ("stuck-session-3", 5),
     ]
     assert seen["error"] == ""
     assert seen["unreachable"].startswith("guard not reachable at http://127.0.0.1:")
