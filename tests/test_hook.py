@@ -448,7 +448,9 @@ def test_openhands_events_and_answers(tmp_path: Path) -> None:
     assert all(o.returncode == 0 and o.stderr == "" for o in outs)
     denied = [json.loads(o.stdout) for o in outs[5:]]
     assert [d["decision"] for d in denied] == ["deny"] * 3
-    assert denied[0]["reason"].startswith("Circuit breaker: NOT run, a repeat (copies: 6, limit: 6)")
+    assert denied[0]["reason"].startswith(
+        "Circuit breaker: NOT run, a repeat (copies: 6, limit: 6)"
+    )
     assert "continue" not in denied[0] and "continue" not in denied[1]
     assert denied[2]["continue"] is False
     assert denied[2]["stopReason"].startswith("Circuit breaker: this agent is being stopped")
