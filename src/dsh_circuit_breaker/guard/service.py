@@ -32,7 +32,7 @@ from .._log import warn
 from ..agents import describe, forget
 from ..breaker import Decision
 from ..config import Config
-from ..harnesses import Call, Malformed, Prompt
+from ..harnesses import HARNESSES, Call, Malformed, Prompt
 from ..incidents import record_of
 from ..judge import event_of, judge
 from ..state import AgentState
@@ -119,6 +119,7 @@ class Guard:
         self.harnesses = Harnesses(
             config_path, state, lambda store: CountingStore(store, self.metrics.store_error)
         )
+        self.metrics.seed(HARNESSES)
         self.config = config = self.harnesses.config
         self.url = self.harnesses.url
         self.store = self.harnesses.store
