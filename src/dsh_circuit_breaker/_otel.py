@@ -19,15 +19,8 @@ from typing import Any
 
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExportResult
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    MetricExportResult,
-    MetricsData,
-    PeriodicExportingMetricReader,
-)
 from opentelemetry.sdk.resources import Resource
 
 from ._log import warn
@@ -59,11 +52,13 @@ def events(seconds: float) -> Events:
 
 
 def meters() -> Meters:
+    """This process's decision metrics. The metrics SDK is imported here, not with the
+    module: a command hook's refusal exports an event only, and imports less."""
     global _meters
     with _lock:
         if _meters is None:
             _quiet_exporters()
-            _meters = Meters()
+            _meters = Meters(_metric_exporter())
         return _meters
 
 
@@ -111,8 +106,10 @@ class Meters:
 
     clock = staticmethod(time.perf_counter)
 
-    def __init__(self) -> None:
-        exporter = _MetricExporter(timeout=MAX_EXPORT_SECONDS)
+    def __init__(self, exporter: Any) -> None:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
         reader = PeriodicExportingMetricReader(exporter)  # OTEL_METRIC_EXPORT_INTERVAL
         self.provider = MeterProvider(resource=_resource(), metric_readers=[reader])
         meter = self.provider.get_meter(SCOPE, __version__)
@@ -158,18 +155,25 @@ class _LogExporter(OTLPLogExporter):
         return result
 
 
-class _MetricExporter(OTLPMetricExporter):
-    def export(
-        self, metrics_data: MetricsData, timeout_millis: float | None = 10_000, **kwargs: Any
-    ) -> MetricExportResult:
-        try:
-            result = super().export(metrics_data, timeout_millis, **kwargs)
-        except Exception as exc:
-            result = MetricExportResult.FAILURE
-            _warn_once("metrics", f"OpenTelemetry metrics not exported ({exc})")
-        if result is not MetricExportResult.SUCCESS:
-            _warn_once("metrics", "the OpenTelemetry collector did not take the metrics; dropped")
-        return result
+def _metric_exporter() -> Any:
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics.export import MetricExportResult, MetricsData
+
+    class MetricExporter(OTLPMetricExporter):
+        def export(
+            self, metrics_data: MetricsData, timeout_millis: float | None = 10_000, **kwargs: Any
+        ) -> MetricExportResult:
+            try:
+                result = super().export(metrics_data, timeout_millis, **kwargs)
+            except Exception as exc:
+                result = MetricExportResult.FAILURE
+                _warn_once("metrics", f"OpenTelemetry metrics not exported ({exc})")
+            if result is not MetricExportResult.SUCCESS:
+                text = "the OpenTelemetry collector did not take the metrics; dropped"
+                _warn_once("metrics", text)
+            return result
+
+    return MetricExporter(timeout=MAX_EXPORT_SECONDS)
 
 
 def _resource() -> Resource:
