@@ -35,6 +35,7 @@ SCOPE = "dsh_circuit_breaker"
 # The HTTP guard's histogram buckets (guard/metrics.py), so both views bucket alike.
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
+QUIET_SECONDS = 3600  # how long one process's warning stands for every process of the user
 _lock = threading.Lock()
 _events: Events | None = None
 _meters: Meters | None = None
@@ -92,7 +93,7 @@ class Events:
         sender.join(self.seconds)
         if sender.is_alive():
             _warn_once(
-                "slow",
+                "events",
                 f"the OpenTelemetry collector did not take the events within {self.seconds}s;"
                 " dropped",
             )
@@ -205,4 +206,31 @@ def _quiet_exporters() -> None:
 def _warn_once(what: str, text: str) -> None:
     if what not in _warned:
         _warned.add(what)
-        warn("dsh-circuit-breaker: %s (said once)", text)
+        if not _said_lately(what):
+            warn("dsh-circuit-breaker: %s (said once an hour)", text)
+
+
+def _said_lately(what: str) -> bool:
+    """Whether a process of this user said `what` within the hour (a file's time in the
+    state directory says when): a command hook is a process per call, and a collector that
+    is down must not cost a line on stderr for every refused call."""
+    from .files import check_directory, open_private
+    from .paths import default_state_dir
+
+    directory = default_state_dir()
+    path = os.path.join(directory, f"otel-{what}-said")
+    try:
+        if time.time() - os.lstat(path).st_mtime < QUIET_SECONDS:
+            return True
+    except OSError:
+        pass  # never said, or not readable: say it
+    try:
+        check_directory(directory)
+        fd = open_private(path, os.O_WRONLY | os.O_CREAT)
+        try:
+            os.utime(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # no state directory of ours to remember it in: this process says it
+    return False
