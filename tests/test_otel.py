@@ -181,6 +181,7 @@ def test_the_http_guard_exports_events_and_metrics(tmp_path: Path) -> None:
     assert sums[("dsh_circuit_breaker.decisions", labels("claude-code", "duplicate"))] == refusals
     assert sums[("dsh_circuit_breaker.denials", labels("claude-code", "duplicate"))] == refusals
     assert sums[("dsh_circuit_breaker.decision", frozenset({("harness", "claude-code")}))] == 5
+    assert sums[("dsh_circuit_breaker.agents_tracked", frozenset())] == 1  # the store's
     # The same counts as the guard's own /metrics.
     decisions = "dsh_circuit_breaker_decisions_total"
     assert prometheus[(decisions, (("harness", "claude-code"), ("kind", "allow")))] == allowed

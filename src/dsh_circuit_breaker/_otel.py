@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry._logs import SeverityNumber
@@ -113,7 +113,7 @@ class Meters:
 
         reader = PeriodicExportingMetricReader(exporter)  # OTEL_METRIC_EXPORT_INTERVAL
         self.provider = MeterProvider(resource=_resource(), metric_readers=[reader])
-        meter = self.provider.get_meter(SCOPE, __version__)
+        self.meter = meter = self.provider.get_meter(SCOPE, __version__)
         self.decisions = meter.create_counter(
             "dsh_circuit_breaker.decisions",
             unit="{call}",
@@ -132,6 +132,22 @@ class Meters:
             unit="s",
             description="Time to judge one tool call, store included.",
             explicit_bucket_boundaries_advisory=BUCKETS,
+        )
+
+    def track_agents(self, count: Callable[[], int | None]) -> None:
+        """The store's live agents, read at each export (`count` None: not readable now,
+        and nothing is reported rather than 0), as the HTTP guard's gauge."""
+        from opentelemetry.metrics import CallbackOptions, Observation
+
+        def observe(options: CallbackOptions) -> list[Observation]:
+            found = count()
+            return [] if found is None else [Observation(found)]
+
+        self.meter.create_observable_gauge(
+            "dsh_circuit_breaker.agents_tracked",
+            callbacks=[observe],
+            unit="{agent}",
+            description="Live agents in the state store (every process and machine sharing it).",
         )
 
     def decided(self, harness: str, decision: Decision, started: float) -> None:

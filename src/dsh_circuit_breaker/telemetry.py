@@ -23,6 +23,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, Protocol
 
     from .breaker import Decision
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         """A resident process's decision metrics (`_otel.Meters`)."""
 
         def clock(self) -> float: ...
+        def track_agents(self, count: Callable[[], int | None]) -> None: ...
         def decided(self, harness: str, decision: Decision, started: float) -> None: ...
 
 

@@ -63,8 +63,8 @@ class Collector:
         return found
 
     def sums(self) -> dict[tuple[str, frozenset[tuple[str, Any]]], float]:
-        """The latest value of every counter point (cumulative), by (name, attributes); a
-        histogram's point gives its count."""
+        """The latest value of every counter and gauge point (counters cumulative), by
+        (name, attributes); a histogram's point gives its count."""
         found: dict[tuple[str, frozenset[tuple[str, Any]]], float] = {}
         with self._lock:
             requests = list(self.metrics)
@@ -74,6 +74,8 @@ class Collector:
                     points: Any = metric.sum.data_points
                 elif metric.HasField("histogram"):
                     points = metric.histogram.data_points
+                elif metric.HasField("gauge"):
+                    points = metric.gauge.data_points
                 else:
                     continue
                 for point in points:

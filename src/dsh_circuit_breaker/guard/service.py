@@ -38,6 +38,7 @@ from ..judge import event_of, judge
 from ..state import AgentState
 from ..stores import StoreUnavailable
 from ..stores.base import Store
+from ..telemetry import meters
 from .core import Harnesses
 from .metrics import Metrics
 from .preview import Repeat, preview
@@ -127,6 +128,9 @@ class Guard:
             _private_parent(config.incident_log)
         self._lock = threading.Lock()
         self._activity: OrderedDict[str, Activity] = OrderedDict()
+        exported = meters()  # the breakers' decision metrics, when the operator asked
+        if exported is not None:
+            exported.track_agents(self.tracked)
 
     def open(self) -> str | None:
         """Reach the store now; a warning to print if it cannot be used (each decision
@@ -139,6 +143,13 @@ class Guard:
 
     def close(self) -> None:
         self.store.close()
+
+    def tracked(self) -> int | None:
+        """The store's live agents; None when it cannot be read now."""
+        try:
+            return sum(1 for _ in self.store.agents())
+        except StoreUnavailable:
+            return None
 
     # -- hook events ---------------------------------------------------------------------
     def hook(self, name: str, body: bytes, probe: bool = False) -> Answer:
