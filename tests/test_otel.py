@@ -305,3 +305,42 @@ def test_a_framework_exports_events_and_metrics(tmp_path: Path) -> None:
     assert sums[("dsh_circuit_breaker.stops", labels("langchain", "duplicate"))] == 1
     assert sums[("dsh_circuit_breaker.denials", labels("langchain", "duplicate"))] == 3
     no_secret(collector)
+
+
+def test_enabled_follows_the_standard_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_circuit_breaker.telemetry import enabled
+
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("OTEL_SDK_DISABLED", "OTEL_LOGS_EXPORTER", "OTEL_METRICS_EXPORTER"):
+        monkeypatch.delenv(name, raising=False)
+    assert not enabled("LOGS")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "http://127.0.0.1:9/v1/logs")
+    assert enabled("LOGS") and not enabled("METRICS")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    assert enabled("METRICS")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    assert enabled("LOGS") and not enabled("METRICS")
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "True")
+    assert not enabled("LOGS")
+
+
+def test_attributes_name_no_argument_and_bound_every_text() -> None:
+    from dsh_circuit_breaker import CircuitBreaker, Config
+    from dsh_circuit_breaker.telemetry import MAX_TEXT, attributes
+
+    config = Config(duplicate_limit=1)
+    breaker = CircuitBreaker(config, export=False)
+    tool = "t" * 10_000
+    breaker.check("agent", tool, {"secret": SECRET})
+    decision = breaker.check("agent", tool, {"secret": SECRET})
+    assert not decision.allowed
+
+    class Anonymous:  # an agent object without an id: no agent attributes at all
+        pass
+
+    found = attributes("python", Anonymous(), tool, "c" * 999, decision, 1, config)
+    assert SECRET not in repr(found)
+    assert len(found["gen_ai.tool.name"]) == len(found["gen_ai.tool.call.id"]) == MAX_TEXT
+    assert "gen_ai.agent.id" not in found and "gen_ai.conversation.id" not in found
+    assert found["gen_ai.guardrail.result.value"] == "deny"

@@ -53,6 +53,7 @@ REASONS = {
     "budget": "tool budget spent",
     "unavailable": "state store unreachable (failClosed)",
 }
+MAX_TEXT = 256  # characters of a name or id an event carries
 # The longest export a decision may wait for: the store's own bound, and never long.
 MAX_EXPORT_SECONDS = 0.5
 
@@ -135,7 +136,8 @@ def attributes(
         # A hook's agent key is its session, or session/subagent inside a subagent.
         found["gen_ai.agent.id"] = who
         found["gen_ai.conversation.id"] = who.partition("/")[0]
-    return found
+    # Names and ids come from harnesses and plugins: none may make an event large.
+    return {k: v[:MAX_TEXT] if isinstance(v, str) else v for k, v in found.items()}
 
 
 def meters() -> Meters | None:
