@@ -258,6 +258,22 @@ def test_framing_that_could_hide_a_second_request(service: Service) -> None:
     assert answer.startswith(b"HTTP/1.1 431 ") and b"nosniff" in answer
 
 
+def test_a_head_with_bare_lf_line_ends_gets_400_at_once(service: Service) -> None:
+    """A head whose lines end in LF alone would otherwise wait for a CRLF CRLF that never
+    comes, till the 10 s deadline."""
+    auth = f"Host: 127.0.0.1:{service.port}\nAuthorization: Bearer {TOKEN}\n"
+    for data in (
+        f"GET /healthz HTTP/1.1\n{auth}\n".encode(),
+        f"GET /healthz HTTP/1.1\r\n{auth}\r\n".encode(),  # CRLF first, then bare LFs
+    ):
+        began = time.monotonic()
+        with socket.create_connection(("127.0.0.1", service.port), timeout=30) as client:
+            client.sendall(data)  # and the connection stays open: no EOF to end the wait
+            answer = client.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+        assert time.monotonic() - began < 5.0
+
+
 def self_signed(tmp_path: Path) -> tuple[Path, Path]:
     """A certificate for 127.0.0.1 and its key (0600)."""
     require(subprocess.run(["which", "openssl"], capture_output=True).returncode == 0, "openssl")

@@ -97,14 +97,20 @@ class Response:
         # A body that comes as it is made (a relayed stream): it ends the connection.
         self.chunks = chunks
 
-    def wire(self, keep_alive: bool) -> bytes:
+    def wire(self, keep_alive: bool, chunked: bool = False) -> bytes:
         extra = self.extra
         if self.status == 401:
             extra = (*extra, ("WWW-Authenticate", 'Bearer realm="dsh-circuit-breaker"'))
         close = self.close or not keep_alive
         streamed = self.chunks is not None
         return response(
-            self.status, self.data, self.content_type, close=close, extra=extra, streamed=streamed
+            self.status,
+            self.data,
+            self.content_type,
+            close=close,
+            extra=extra,
+            streamed=streamed,
+            chunked=chunked,
         )
 
 
@@ -264,12 +270,7 @@ class GuardHTTPServer:
         request: Request | None = None
         try:
             with self._deadline(writer, HEAD_SECONDS):
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.LimitOverrunError:
-                    raise Refused(
-                        431, "too_large", f"a request head is at most {HEAD_BYTES} bytes"
-                    ) from None
+                head = await _head(reader)
             request = parse_head(head)
             self.routes.authorize(request)
             self._unauthenticated.pop(writer, None)
@@ -283,24 +284,41 @@ class GuardHTTPServer:
             await self._send(writer, self.routes.refused(request, exc))
             return False
         answer = await self._workers.submit(self.routes.respond, request)
-        await self._send(writer, answer, request.keep_alive)
+        chunked = answer.chunks is not None and request.http11
+        await self._send(writer, answer, request.keep_alive, chunked)
         if answer.chunks is not None:
-            await self._stream(writer, answer.chunks)
+            await self._stream(writer, answer.chunks, chunked)
             return False
         if answer.stop and self._stop is not None:
             self._stop.set()
         return request.keep_alive and not answer.close
 
-    async def _stream(self, writer: asyncio.StreamWriter, chunks: Iterator[bytes]) -> None:
+    async def _stream(
+        self, writer: asyncio.StreamWriter, chunks: Iterator[bytes], chunked: bool
+    ) -> None:
         """Write a streamed body as it comes. Each wait for the next chunk holds a thread
-        of its own (a stream may stay open for hours), never one of the workers."""
+        of its own (a stream may stay open for hours), never one of the workers. A source
+        that fails ends the connection without the last chunk: the client sees a cut."""
         loop = asyncio.get_running_loop()
         try:
             while True:
-                chunk = await loop.run_in_executor(self._streams, next, chunks, b"")
-                if not chunk:
+                try:
+                    chunk = await loop.run_in_executor(self._streams, next, chunks, b"")
+                except Exception as exc:
+                    warn(
+                        "dsh-circuit-breaker: a stream was cut short (%s: %s)",
+                        type(exc).__name__,
+                        exc,
+                    )
+                    writer.transport.abort()
                     return
-                writer.write(chunk)
+                if not chunk:
+                    if chunked:
+                        writer.write(b"0\r\n\r\n")
+                        with self._deadline(writer, WRITE_SECONDS):
+                            await writer.drain()
+                    return
+                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
                 with self._deadline(writer, WRITE_SECONDS):
                     await writer.drain()
         finally:
@@ -309,9 +327,13 @@ class GuardHTTPServer:
                 await loop.run_in_executor(self._streams, close)
 
     async def _send(
-        self, writer: asyncio.StreamWriter, answer: Response, keep_alive: bool = False
+        self,
+        writer: asyncio.StreamWriter,
+        answer: Response,
+        keep_alive: bool = False,
+        chunked: bool = False,
     ) -> None:
-        writer.write(answer.wire(keep_alive))
+        writer.write(answer.wire(keep_alive, chunked))
         if writer.transport.get_write_buffer_size():  # the socket did not take it all at once
             with self._deadline(writer, WRITE_SECONDS):
                 await writer.drain()
@@ -492,6 +514,28 @@ def _store_json(read: Any, missing: str = "") -> Response:
     if found is None:
         return json_response(404, {"error": missing})
     return json_response(200, found)
+
+
+async def _head(reader: asyncio.StreamReader) -> bytes:
+    """A request head, line by line up to its blank line; Refused past HEAD_BYTES, or at
+    the first line that ends in a bare LF (waiting for a CRLF CRLF that never comes would
+    hold the connection till the deadline)."""
+    lines: list[bytes] = []
+    size = 0
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.LimitOverrunError:
+            line = b""
+            size = HEAD_BYTES + 1
+        size += len(line)
+        if size > HEAD_BYTES:
+            raise Refused(431, "too_large", f"a request head is at most {HEAD_BYTES} bytes")
+        if not line.endswith(b"\r\n"):
+            raise Refused(400, "malformed", "a line of the request head ends in a bare LF")
+        lines.append(line)
+        if line == b"\r\n":
+            return b"".join(lines)
 
 
 def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
