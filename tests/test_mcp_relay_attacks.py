@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -358,3 +360,78 @@ def test_http_a_server_dying_mid_stream_reaches_the_client_as_a_cut(installed: I
     cut = [line for line in lines if "a stream was cut short" in line]
     assert len(cut) == 1 and cut[0].startswith("dsh-circuit-breaker: mcp: a stream"), lines
     assert not any("Traceback" in line or "serve:" in line for line in lines), lines
+
+
+# -- slow tools: each waits on its own thread, within a deadline ------------------------------
+@pytest.fixture
+def sdk_json_http() -> Any:
+    """The SDK server over Streamable HTTP answering each POST with plain JSON: the relay
+    then waits for the whole answer (an SSE answer goes on to a stream thread at once)."""
+    import sys
+
+    from test_mcp_relay import SDK_SERVER
+    from test_mcp_relay_http import free_port, wait_for
+
+    port = free_port()
+    command = [sys.executable, str(SDK_SERVER), "--http", str(port), "--json"]
+    with subprocess.Popen(command, stderr=subprocess.DEVNULL) as server:
+        wait_for(port)
+        yield f"http://127.0.0.1:{port}/mcp"
+        server.terminate()
+
+
+def modern(tool: str, arguments: dict[str, Any], request_id: int = 1) -> bytes:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "slow-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    params = {"name": tool, "arguments": arguments, "_meta": meta}
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    ).encode()
+
+
+def call_modern(url: str, tool: str, arguments: dict[str, Any]) -> tuple[int, bytes]:
+    headers = {"Mcp-Method": "tools/call", "Mcp-Name": tool}
+    try:
+        _, data = http(url, modern(tool, arguments), None, "2026-07-28", **headers)
+        return 200, data
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_http_slow_calls_hold_only_their_own_threads(
+    relay_to: Any,  # noqa: F811
+    sdk_json_http: str,
+) -> None:
+    """Twelve calls of a tool that takes 8 s (more than the guard's 8 shared workers):
+    another client's call is answered at once."""
+    import threading
+
+    relay = relay_to(sdk_json_http)
+    slow = [
+        threading.Thread(target=call_modern, args=(relay.url, "slow", {"seconds": 8 + i / 100}))
+        for i in range(12)  # twelve different calls: none refused as a repeat
+    ]
+    for thread in slow:
+        thread.start()
+    time.sleep(1.0)  # the twelve are waiting on the server
+    began = time.monotonic()
+    status, data = call_modern(relay.url, "echo", {"message": "meanwhile"})
+    waited = time.monotonic() - began
+    for thread in slow:
+        thread.join(timeout=60)
+    assert status == 200 and b"echo: meanwhile" in data
+    assert waited < 4.0, waited
+
+
+def test_http_a_server_that_never_answers_gets_a_504_at_the_deadline(
+    relay_to: Any,  # noqa: F811
+    sdk_json_http: str,
+) -> None:
+    relay = relay_to(sdk_json_http, "--upstream-timeout", "2")
+    began = time.monotonic()
+    status, data = call_modern(relay.url, "slow", {"seconds": 30})
+    assert status == 504 and b"did not answer within 2 s" in data, data
+    assert time.monotonic() - began < 10.0

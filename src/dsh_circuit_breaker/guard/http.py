@@ -71,7 +71,7 @@ WRITE_SECONDS = 10.0  # to take an answer
 MAX_CONNECTIONS = 8192
 MAX_UNAUTHENTICATED = 2048
 WORKERS = 8
-MAX_STREAMS = 256  # relayed streams open at once (threads waiting on their upstream)
+MAX_STREAMS = 1024  # relayed streams open at once (threads waiting on their upstream)
 BACKLOG = 1024
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
@@ -79,7 +79,7 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 class Response:
     """What a route answers; `stop` asks the server to stop once it is sent."""
 
-    __slots__ = ("chunks", "close", "content_type", "data", "extra", "status", "stop")
+    __slots__ = ("abort", "chunks", "close", "content_type", "data", "extra", "status", "stop")
 
     def __init__(
         self,
@@ -91,11 +91,14 @@ class Response:
         extra: tuple[tuple[str, str], ...] = (),
         stop: bool = False,
         chunks: Iterator[bytes] | None = None,
+        abort: Callable[[], None] | None = None,
     ) -> None:
         self.status, self.data, self.content_type = status, data, content_type
         self.close, self.extra, self.stop = close, extra, stop
         # A body that comes as it is made (a relayed stream): it ends the connection.
+        # `abort` (from the loop's thread) makes a wait for the next chunk end at once.
         self.chunks = chunks
+        self.abort = abort
 
     def wire(self, keep_alive: bool, chunked: bool = False) -> bytes:
         extra = self.extra
@@ -145,6 +148,10 @@ class RouteSet(Protocol):
 
     def respond(self, request: Request) -> Response: ...
 
+    # 0: `respond` runs on the shared WORKERS threads (it never waits on anything slow);
+    # else a thread of its own, at most this many at once (past that: 503 at once).
+    threads: int
+
     def refused(self, request: Request | None, refusal: Refused) -> Response:
         """The answer to a request refused before it was read (`request`: its head, if it
         was parsed); the connection closes after it."""
@@ -182,6 +189,8 @@ class GuardHTTPServer:
         self.allowed_hosts = self._hosts()
         self.routes: RouteSet = (routes or Routes)(self)
         self._workers = Workers(WORKERS, "guard")
+        self._own = ThreadPoolExecutor(self.routes.threads or 1, thread_name_prefix="request")
+        self._busy = 0  # requests on `_own` threads (counted on the loop's thread)
         self._streams = ThreadPoolExecutor(MAX_STREAMS, thread_name_prefix="stream")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -220,6 +229,7 @@ class GuardHTTPServer:
     def server_close(self) -> None:
         self.socket.close()
         self._workers.shutdown()
+        self._own.shutdown(wait=False)
         self._streams.shutdown(wait=False)
 
     async def _serve(self) -> None:
@@ -283,27 +293,60 @@ class GuardHTTPServer:
             self.metrics.count("refused", exc.reason)
             await self._send(writer, self.routes.refused(request, exc))
             return False
-        answer = await self._workers.submit(self.routes.respond, request)
+        answer = await self._answer(request)
         chunked = answer.chunks is not None and request.http11
         await self._send(writer, answer, request.keep_alive, chunked)
         if answer.chunks is not None:
-            await self._stream(writer, answer.chunks, chunked)
+            await self._stream(reader, writer, answer, chunked)
             return False
         if answer.stop and self._stop is not None:
             self._stop.set()
         return request.keep_alive and not answer.close
 
+    async def _answer(self, request: Request) -> Response:
+        routes = self.routes
+        if not routes.threads:
+            return await self._workers.submit(routes.respond, request)
+        if self._busy >= routes.threads:
+            self.metrics.count("refused", "busy")
+            message = f"{routes.threads} requests are waiting on the server; try again"
+            warn("dsh-circuit-breaker: %s", message)
+            return json_response(503, {"error": message}, close=True)
+        self._busy += 1
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._own, routes.respond, request)
+        finally:
+            self._busy -= 1
+
     async def _stream(
-        self, writer: asyncio.StreamWriter, chunks: Iterator[bytes], chunked: bool
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        answer: Response,
+        chunked: bool,
     ) -> None:
         """Write a streamed body as it comes. Each wait for the next chunk holds a thread
-        of its own (a stream may stay open for hours), never one of the workers. A source
-        that fails ends the connection without the last chunk: the client sees a cut."""
+        of its own (a stream may stay open for hours), never one of the workers; a client
+        that goes frees it at once (`answer.abort`). A source that fails ends the
+        connection without the last chunk: the client sees a cut."""
         loop = asyncio.get_running_loop()
+        chunks = answer.chunks
+        assert chunks is not None
+        # A client sends nothing more on a stream: a read that ends means it has gone.
+        gone = asyncio.ensure_future(reader.read(1))
         try:
             while True:
+                waiting = loop.run_in_executor(self._streams, next, chunks, b"")
+                await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+                if not waiting.done():
+                    if answer.abort is not None:
+                        answer.abort()
+                    with contextlib.suppress(Exception):
+                        await waiting  # its thread is free once the aborted read ends
+                    return
                 try:
-                    chunk = await loop.run_in_executor(self._streams, next, chunks, b"")
+                    chunk = waiting.result()
                 except Exception as exc:
                     warn(
                         "dsh-circuit-breaker: a stream was cut short (%s: %s)",
@@ -322,6 +365,7 @@ class GuardHTTPServer:
                 with self._deadline(writer, WRITE_SECONDS):
                     await writer.drain()
         finally:
+            gone.cancel()
             close = getattr(chunks, "close", None)
             if close is not None:
                 await loop.run_in_executor(self._streams, close)
@@ -386,6 +430,8 @@ class GuardHTTPServer:
 
 class Routes:
     """The endpoints, on worker threads: the request is authorized and read in full."""
+
+    threads = 0  # decisions: the shared workers
 
     def __init__(self, server: GuardHTTPServer) -> None:
         self.server = server

@@ -472,7 +472,7 @@ def parsed(data: bytes | None, sender: str | None = None) -> Any:
 # -- as `dsh-circuit-breaker mcp` (see cli.COMMANDS) --------------------------------------
 USAGE = (
     "dsh-circuit-breaker mcp [--config FILE] [--state URL] [--name SERVER] [--agent-id ID] "
-    "-- COMMAND [ARGS...]  |  --http [HOST:]PORT --upstream URL"
+    "-- COMMAND [ARGS...]  |  --http [HOST:]PORT --upstream URL [--upstream-timeout SECONDS]"
 )
 
 
@@ -497,6 +497,11 @@ def add_arguments(parser: Any) -> None:
     http = parser.add_argument_group("Streamable HTTP (--http)")
     http.add_argument("--http", metavar="[HOST:]PORT", help="listen on HTTP (loopback by default)")
     http.add_argument("--upstream", metavar="URL", help="the MCP server's URL (with --http)")
+    http.add_argument(
+        "--upstream-timeout",
+        metavar="SECONDS",
+        help="give up on a server that sends nothing for this long (default: 300)",
+    )
     http.add_argument(
         "--token",
         metavar="TOKEN",

@@ -26,10 +26,13 @@ no session, so its calls key by its name for this relay run.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import http.client
 import itertools
 import json
+import socket
 import sys
 import threading
 import time
@@ -69,12 +72,22 @@ DROPPED = frozenset(
 OURS = frozenset(["content-type", "server", "date", *(n.lower() for n, _ in SECURITY_HEADERS)])
 CHUNK = 64 * 1024
 SESSIONS = 10_000  # sessions whose client name is remembered (see HttpRelay.initialized)
+# Requests waiting on the server at once, each on a thread of its own (a slow tool holds
+# only its own); past this a request gets 503 at once.
+THREADS = 1024
+UPSTREAM_SECONDS = 300.0  # default --upstream-timeout: a slow tool's answer fits in it
 
 
 class HttpRelay:
     """The relay's state: the guard, the upstream, each session's connection."""
 
-    def __init__(self, guard: McpGuard, upstream: str, agent_id: str | None = None) -> None:
+    def __init__(
+        self,
+        guard: McpGuard,
+        upstream: str,
+        agent_id: str | None = None,
+        timeout: float = UPSTREAM_SECONDS,
+    ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"--upstream {upstream!r}: an http:// or https:// URL")
@@ -85,6 +98,7 @@ class HttpRelay:
         self.host, self.port = parts.hostname, parts.port
         self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.agent_id = agent_id
+        self.timeout = timeout
         # Sessions the server issued, least recently used first, with when each was used.
         self._sessions: OrderedDict[str, tuple[Connection, float]] = OrderedDict()
         self._idle = guard.config.idle_expiry_seconds
@@ -92,9 +106,11 @@ class HttpRelay:
         self._lock = threading.Lock()
 
     def connect(self) -> http.client.HTTPConnection:
+        """A connection whose every wait (connect, the answer's head, each read of its
+        body) ends at `timeout`."""
         if self.secure:
-            return http.client.HTTPSConnection(self.host, self.port)
-        return http.client.HTTPConnection(self.host, self.port)
+            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout)
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
 
     def connection(self, session: str | None) -> Connection:
         """The connection of `session`: as its `initialize` named it, or, for a session
@@ -175,6 +191,8 @@ class McpRoutes:
     """The relay's endpoints on `serve --http`'s server (its wire limits, deadlines,
     connection bounds and checks): every request is authorized and read in full first."""
 
+    threads = THREADS
+
     def __init__(self, server: GuardHTTPServer) -> None:
         self.server = server
         self.relay: HttpRelay = cast(Any, server.guard)
@@ -201,6 +219,11 @@ class McpRoutes:
             if answer is not None:
                 return Response(200, answer, "application/json")
             return self._relayed(request, message, session)
+        except TimeoutError:
+            seconds = self.relay.timeout
+            say(f"{request.method}: no answer from the server within {seconds:g} s; gave up")
+            error = {"error": f"the MCP server did not answer within {seconds:g} s"}
+            return Response(504, json.dumps(error).encode(), "application/json", close=True)
         except OSError as exc:
             say(f"{request.method}: the server cannot be reached: {exc}")
             return Response(
@@ -275,10 +298,13 @@ class McpRoutes:
             if session is not None:
                 _shown(session, body)
             return Response(answer.status, body, kind, extra=headers)
+        if request.method == "GET" and upstream.sock is not None:
+            upstream.sock.settimeout(None)  # the GET stream may rightly be quiet for hours
         chunks = _stream(upstream, answer)
         if session is not None:
             chunks = _watched(session, chunks)
-        return Response(answer.status, b"", kind, extra=headers, chunks=chunks)
+        abort = functools.partial(_abort, upstream)
+        return Response(answer.status, b"", kind, extra=headers, chunks=chunks, abort=abort)
 
     def _upstream_headers(self, request: Request, body: bytes | None) -> dict[str, str]:
         token = self.server.token.decode()
@@ -323,6 +349,14 @@ def _stream(upstream: http.client.HTTPConnection, answer: http.client.HTTPRespon
         upstream.close()
 
 
+def _abort(upstream: http.client.HTTPConnection) -> None:
+    """End a wait on `upstream` from another thread (its client has gone)."""
+    sock = upstream.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 def _watched(session: Session, chunks: Iterator[bytes]) -> Iterator[bytes]:
     """An SSE stream passed on as it comes, each `data:` line on it shown to `session`
     until the results it awaits have come (the rest is not read)."""
@@ -348,6 +382,18 @@ def _shown(session: Session, data: bytes) -> None:
         say(f"{type(exc).__name__}: {exc}; a result not observed")
 
 
+def _seconds(text: str | None) -> float:
+    if text is None:
+        return UPSTREAM_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 86400:
+        raise ValueError(f"--upstream-timeout {text!r}: seconds, above 0 and at most 86400")
+    return seconds
+
+
 def serve(args: Any) -> int:
     """Run `mcp --http` until stopped; 2 with one line for a bad option."""
     import signal
@@ -365,7 +411,7 @@ def serve(args: Any) -> int:
         host, port, tls, loopback = listening(args)
         token = tokens.resolve(args.token)
         guard = McpGuard(args.config, args.state, _server_name(args.name))
-        relay = HttpRelay(guard, args.upstream, args.agent_id)
+        relay = HttpRelay(guard, args.upstream, args.agent_id, _seconds(args.upstream_timeout))
         server = GuardHTTPServer(
             (host, port), cast(Any, relay), token, tls=tls, check_host=loopback, routes=McpRoutes
         )
