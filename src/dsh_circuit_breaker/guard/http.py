@@ -26,7 +26,8 @@ BODY_SECONDS.
 One event loop holds every connection (a few kilobytes each, no thread), so clients that
 trickle or hold connections open cost memory only, bounded: at most MAX_UNAUTHENTICATED
 connections that have not yet sent the token (past that the oldest is closed), at most
-MAX_CONNECTIONS in all. Decisions run on WORKERS threads, which only authenticated,
+MAX_CONNECTIONS in all, both lowered to fit this process's descriptor limit
+(`descriptor_budget`). Decisions run on WORKERS threads, which only authenticated,
 complete requests ever reach: whatever unauthenticated clients do, the harness's
 requests are answered.
 
@@ -73,6 +74,7 @@ MAX_UNAUTHENTICATED = 2048
 WORKERS = 8
 MAX_STREAMS = 1024  # relayed streams open at once (threads waiting on their upstream)
 BACKLOG = 1024
+RESERVED_DESCRIPTORS = 64  # for what is not a client: the store's files, logs, pipes
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
 
@@ -188,6 +190,10 @@ class GuardHTTPServer:
         self.check_host = check_host
         self.allowed_hosts = self._hosts()
         self.routes: RouteSet = (routes or Routes)(self)
+        # A relay's client connection may hold a connection to its server as well.
+        self.max_connections, self.max_unauthenticated = descriptor_budget(
+            2 if self.routes.threads else 1
+        )
         self._workers = Workers(WORKERS, "guard")
         self._own = ThreadPoolExecutor(self.routes.threads or 1, thread_name_prefix="request")
         self._busy = 0  # requests on `_own` threads (counted on the loop's thread)
@@ -255,13 +261,13 @@ class GuardHTTPServer:
 
     # -- connections ---------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._open) >= MAX_CONNECTIONS:
+        if len(self._open) >= self.max_connections:
             self.metrics.count("refused", "busy")
             writer.transport.abort()
             return
         self._open.add(writer)
         self._unauthenticated[writer] = None
-        if len(self._unauthenticated) > MAX_UNAUTHENTICATED:
+        if len(self._unauthenticated) > self.max_unauthenticated:
             oldest, _ = self._unauthenticated.popitem(last=False)
             self.metrics.count("refused", "busy")
             oldest.transport.abort()
@@ -582,6 +588,37 @@ async def _head(reader: asyncio.StreamReader) -> bytes:
         lines.append(line)
         if line == b"\r\n":
             return b"".join(lines)
+
+
+def descriptor_budget(per_connection: int) -> tuple[int, int]:
+    """MAX_CONNECTIONS and MAX_UNAUTHENTICATED, lowered to fit the descriptor limit
+    (RLIMIT_NOFILE: 1,024 under systemd, 256 on macOS) with RESERVED_DESCRIPTORS to
+    spare, its soft limit first raised toward what they need where the hard limit
+    allows. Past the limit a connection is not even accepted, so the oldest tokenless
+    one is closed before it: a squatter never keeps the harness out."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: no such limit to fit
+        return MAX_CONNECTIONS, MAX_UNAUTHENTICATED
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = MAX_CONNECTIONS * per_connection + RESERVED_DESCRIPTORS
+    if soft != resource.RLIM_INFINITY and soft < need:
+        raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        with contextlib.suppress(ValueError, OSError):  # macOS: past OPEN_MAX
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return MAX_CONNECTIONS, MAX_UNAUTHENTICATED
+    connections = max(8, (soft - RESERVED_DESCRIPTORS) // per_connection)
+    unauthenticated = max(2, min(MAX_UNAUTHENTICATED, connections // 4))
+    warn(
+        "dsh-circuit-breaker: %d file descriptors allowed: at most %d connections, %d of "
+        "them without the token",
+        soft,
+        connections,
+        unauthenticated,
+    )
+    return connections, unauthenticated
 
 
 def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
