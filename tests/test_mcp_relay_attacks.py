@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -435,3 +437,39 @@ def test_http_a_server_that_never_answers_gets_a_504_at_the_deadline(
     status, data = call_modern(relay.url, "slow", {"seconds": 30})
     assert status == 504 and b"did not answer within 2 s" in data, data
     assert time.monotonic() - began < 10.0
+
+
+# -- memory: a large answer is passed on as it comes ------------------------------------------
+ANSWER_BYTES = 120 * 1024 * 1024
+
+
+class BigAnswer(BaseHTTPRequestHandler):
+    """An HTTP server answering every POST with 120 MiB of JSON, by Content-Length."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(ANSWER_BYTES))
+        self.end_headers()
+        piece = b" " * (1024 * 1024)
+        self.wfile.write(b"[")
+        for _ in range(ANSWER_BYTES // len(piece) - 1):
+            self.wfile.write(piece)
+        self.wfile.write(b" " * (len(piece) - 2) + b"]")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_http_a_120_mib_answer_is_not_held_whole(relay_to: Any) -> None:  # noqa: F811
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BigAnswer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    relay = relay_to(f"http://127.0.0.1:{server.server_port}/mcp")
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    _, data = http(relay.url, ping)
+    server.shutdown()
+    assert len(data) == ANSWER_BYTES
+    status = Path(f"/proc/{relay.process.pid}/status").read_text()
+    peak = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+    assert peak < 80 * 1024, f"peak resident {peak // 1024} MiB"

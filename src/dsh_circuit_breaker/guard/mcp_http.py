@@ -290,7 +290,8 @@ class McpRoutes:
             if name.lower() not in DROPPED and name.lower() not in OURS
         )
         kind = answer.getheader("Content-Type")
-        if answer.getheader("Content-Length") is not None:
+        length = answer.getheader("Content-Length") or ""
+        if length.isdigit() and int(length) <= MAX_JUDGED_LINE:  # larger: passed on as it comes
             try:
                 body = answer.read()
             finally:
