@@ -1,16 +1,24 @@
 """Both MCP relays (stdio and `--http`) against what issue 34 found getting past them, from
-the installed wheel in front of the real server-everything:
+the installed wheel in front of the real server-everything (and the `mcp` SDK's server):
 
 - calls whose own fields parse but something beside them does not, for our strict
   parser (nesting past its recursion, an integer too long for Python's `int`, a byte
   that is not UTF-8), are judged as the server reads them, one stderr line each;
-- a refused call's id comes back byte for byte (`1E400` is not `Infinity`).
+- a refused call's id comes back byte for byte (`1E400` is not `Infinity`);
+- over HTTP: results awaited per request (two sessionless clients stay apart), a flood of
+  sessions cannot restart an active agent's count, a batch is judged call by call, a
+  server dying mid-stream is a cut, slow tools hold only their own requests (and a
+  deadline ends a wait), a 120 MiB answer is never held whole.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
+import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -137,7 +145,7 @@ def test_stdio_a_refused_calls_id_comes_back_as_the_client_wrote_it(
 
 
 # -- the same over Streamable HTTP -----------------------------------------------------------
-def http(
+def post(
     url: str,
     body: bytes,
     session: str | None = None,
@@ -170,9 +178,9 @@ def messages(data: bytes) -> list[dict[str, Any]]:
 
 
 def http_session(url: str) -> str:
-    headers, _ = http(url, json.dumps(initialize("2025-11-25")).encode())
+    headers, _ = post(url, json.dumps(initialize("2025-11-25")).encode())
     session: str = headers["Mcp-Session-Id"]
-    http(url, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', session)
+    post(url, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', session)
     return session
 
 
@@ -186,7 +194,7 @@ def test_http_a_call_our_parser_refuses_is_judged_as_the_server_reads_it(
     session = http_session(relay.url)
     answers = []
     for n in range(1, CALLS + 1):
-        _, data = http(relay.url, call_line(str(n), UNREADABLE[beside]), session)
+        _, data = post(relay.url, call_line(str(n), UNREADABLE[beside]), session)
         answers.extend(messages(data))
     assert len(answers) == CALLS
     ran = [a for a in answers if not refused(a)]
@@ -201,9 +209,9 @@ def test_http_a_refused_calls_id_comes_back_as_the_client_wrote_it(
     session = http_session(relay.url)
     plain = call_line("1", b"0").replace(b',"_meta":{"x":0}', b"")
     for n in range(1, CALLS + 1):
-        http(relay.url, plain.replace(b'"id":1,', f'"id":{n},'.encode()), session)
+        post(relay.url, plain.replace(b'"id":1,', f'"id":{n},'.encode()), session)
     for request_id in STRICT_IDS:
-        _, data = http(
+        _, data = post(
             relay.url, plain.replace(b'"id":1,', f'"id":{request_id},'.encode()), session
         )
         assert data.startswith(f'{{"jsonrpc":"2.0","id":{request_id},"result":'.encode()), data
@@ -228,7 +236,7 @@ def poll(url: str, client: str, tool: str, job: str, rounds: int, step: Any) -> 
     for n in range(1, rounds + 1):
         step()
         body = modern_call(client, n, tool, job)
-        _, data = http(
+        _, data = post(
             url, body, None, "2026-07-28", **{"Mcp-Method": "tools/call", "Mcp-Name": tool}
         )
         (answer,) = messages(data)
@@ -241,7 +249,6 @@ def test_http_results_of_two_sessionless_clients_stay_apart(
     sdk_http: str,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    import threading
 
     config = tmp_path / "breaker.toml"
     config.write_text("resultProgress = true\n", encoding="utf-8")
@@ -304,7 +311,7 @@ def test_http_a_batch_is_judged_call_by_call(
     relay = relay_to(everything_http)
     session = http_session(relay.url)
     calls = [json.loads(call_line(str(n), b"0")) for n in range(1, 21)]
-    _, data = http(relay.url, json.dumps(calls).encode(), session)
+    _, data = post(relay.url, json.dumps(calls).encode(), session)
     answers = {a["id"]: a for a in messages(data)}
     assert sorted(answers) == list(range(1, 21))  # every call answered, once
     ran = [n for n, a in answers.items() if not refused(a)]
@@ -312,7 +319,7 @@ def test_http_a_batch_is_judged_call_by_call(
     assert all(answers[n]["result"]["content"][0]["text"] == "Echo: again" for n in ran)
     # A batch of calls all refused never reaches the server; a ping beside them does.
     again = [*calls[:3], {"jsonrpc": "2.0", "id": 99, "method": "ping"}]
-    _, data = http(relay.url, json.dumps(again).encode(), session)
+    _, data = post(relay.url, json.dumps(again).encode(), session)
     answers = {a["id"]: a for a in messages(data)}
     assert sorted(answers) == [1, 2, 3, 99]
     assert all(refused(answers[n]) for n in (1, 2, 3)) and answers[99]["result"] == {}
@@ -320,9 +327,6 @@ def test_http_a_batch_is_judged_call_by_call(
 
 # -- a server that dies mid-stream -------------------------------------------------------------
 def test_http_a_server_dying_mid_stream_reaches_the_client_as_a_cut(installed: Installed) -> None:
-    import http.client
-    import os
-    import signal
 
     from test_mcp_relay_http import TOKEN, free_port, wait_for
 
@@ -369,7 +373,6 @@ def test_http_a_server_dying_mid_stream_reaches_the_client_as_a_cut(installed: I
 def sdk_json_http() -> Any:
     """The SDK server over Streamable HTTP answering each POST with plain JSON: the relay
     then waits for the whole answer (an SSE answer goes on to a stream thread at once)."""
-    import sys
 
     from test_mcp_relay import SDK_SERVER
     from test_mcp_relay_http import free_port, wait_for
@@ -397,7 +400,7 @@ def modern(tool: str, arguments: dict[str, Any], request_id: int = 1) -> bytes:
 def call_modern(url: str, tool: str, arguments: dict[str, Any]) -> tuple[int, bytes]:
     headers = {"Mcp-Method": "tools/call", "Mcp-Name": tool}
     try:
-        _, data = http(url, modern(tool, arguments), None, "2026-07-28", **headers)
+        _, data = post(url, modern(tool, arguments), None, "2026-07-28", **headers)
         return 200, data
     except urllib.error.HTTPError as error:
         return error.code, error.read()
@@ -409,7 +412,6 @@ def test_http_slow_calls_hold_only_their_own_threads(
 ) -> None:
     """Twelve calls of a tool that takes 8 s (more than the guard's 8 shared workers):
     another client's call is answered at once."""
-    import threading
 
     relay = relay_to(sdk_json_http)
     slow = [
@@ -467,7 +469,7 @@ def test_http_a_120_mib_answer_is_not_held_whole(relay_to: Any) -> None:  # noqa
     threading.Thread(target=server.serve_forever, daemon=True).start()
     relay = relay_to(f"http://127.0.0.1:{server.server_port}/mcp")
     ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
-    _, data = http(relay.url, ping)
+    _, data = post(relay.url, ping)
     server.shutdown()
     assert len(data) == ANSWER_BYTES
     status = Path(f"/proc/{relay.process.pid}/status").read_text()
