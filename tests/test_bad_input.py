@@ -108,6 +108,7 @@ KINDS: dict[str, list[str]] = {
     "JSON": ["empty", "not-json", "json-typo"],
     "KEY=VALUE": ["empty", "no-equals", "unknown-key"],
     "N": NUMBERS,
+    "SECONDS": NUMBERS,  # the relay's --upstream-timeout
     "N,N": NUMBERS,
     "PATTERN=N,N": ["empty", "no-equals", "budget-zero"],
     "NAME": ["empty", "blank"],

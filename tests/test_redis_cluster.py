@@ -193,3 +193,50 @@ def test_no_sentinel_answering_fails_open_within_the_budget(caplog: Any) -> None
     assert time.monotonic() - began < 1.5
     assert "no sentinel named a master" in caplog.text
     breaker.close()
+
+
+@pytest.mark.timeout(120)
+def test_cluster_map_lost_by_one_thread_while_others_decide(caplog: Any) -> None:
+    """A node lost (the map emptied) by one thread while others read the map: each
+    decision still finds its node, never an internal error, with or without failClosed."""
+    require(cluster_available(), "redis-server, redis-cli and the redis extra")
+    import sys
+    import threading
+
+    with RedisCluster() as cluster:
+        url = f"{cluster.url}?prefix=test-{uuid.uuid4().hex[:8]}:&retry_after=0"
+        config = Config(max_calls_per_agent=0, fail_closed=True, store_timeout=10.0)
+        breaker = CircuitBreaker(config, state=url)
+        topology = breaker.store._topology  # type: ignore[attr-defined]
+        node = ("127.0.0.1", cluster.nodes[0].port)
+        stop = time.monotonic() + 3.0
+        denied: list[str] = []
+
+        def decide(worker: int) -> None:
+            for i in range(100_000):
+                if time.monotonic() > stop:
+                    return
+                decision = breaker.check(f"agent-{worker}-{i % 7}", "t", {"i": i})
+                if not decision.allowed:
+                    denied.append(decision.kind or "")
+
+        def lose() -> None:
+            while time.monotonic() < stop:
+                topology.lost(node)
+                time.sleep(0)
+
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # threads change hands often: the race shows at once
+        try:
+            with caplog.at_level("WARNING", logger="dsh_circuit_breaker"):
+                threads = [threading.Thread(target=decide, args=(w,)) for w in range(4)]
+                threads.append(threading.Thread(target=lose))
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join(timeout=30)
+        finally:
+            sys.setswitchinterval(interval)
+            breaker.close()
+    assert "internal error" not in caplog.text
+    assert denied == []

@@ -126,3 +126,18 @@ def test_hook_with_unreachable_redis_allows_with_one_line(tmp_path: Path) -> Non
     out = run_hook(pre_tool_use(), hook_env(tmp_path), "--state", "redis://127.0.0.1:1/0")
     assert (out.returncode, out.stdout) == (0, "")
     assert "state store unavailable" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_an_integration_reset_with_redis_down_says_one_line(caplog: Any) -> None:
+    """A framework's reset (a new run of an agent) with the store down: one warning, no
+    traceback in the host's log."""
+    from dsh_circuit_breaker import CircuitBreaker, Config
+    from dsh_circuit_breaker.integrations._common import safe_reset
+
+    breaker = CircuitBreaker(Config(store_timeout=1.0), state="redis://127.0.0.1:1/0")
+    with caplog.at_level("WARNING", logger="dsh_circuit_breaker"):
+        safe_reset(breaker, "agent-1")
+    (record,) = caplog.records
+    assert "could not reset agent state: state store unavailable" in record.getMessage()
+    assert not record.exc_info
+    breaker.close()
