@@ -11,6 +11,7 @@ import pytest
 
 from dsh_circuit_breaker import __version__
 from dsh_circuit_breaker.cli import main
+from dsh_circuit_breaker.config import Config
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -28,9 +29,13 @@ def test_demo_shows_six_allowed_four_denied_the_text_and_the_incident() -> None:
     result = cli("demo")
     assert result.returncode == 0, result.stderr
     verdicts = re.findall(
-        r"^call +(\d+): .*->  (allowed|DENIED \(duplicate\))$", result.stdout, re.M
+        r"^call +(\d+): .*->  (allowed|DENIED \(duplicate\)(?:, stop the agent)?)$",
+        result.stdout,
+        re.M,
     )
-    assert [v for _, v in verdicts] == ["allowed"] * 6 + ["DENIED (duplicate)"] * 4
+    assert [v for _, v in verdicts] == ["allowed"] * 6 + ["DENIED (duplicate)"] * 2 + [
+        "DENIED (duplicate), stop the agent"
+    ] * 2
     assert "NOT run, a repeat (runs: 6, limit: 6)" in result.stdout
     assert "this agent is being stopped" in result.stdout  # the 9th call stops it
     incidents = [json.loads(line) for line in result.stdout.strip().splitlines()[-2:]]
@@ -53,6 +58,23 @@ def test_help_lists_the_commands_and_exits_zero() -> None:
     assert result.stdout.startswith("usage: dsh-circuit-breaker")
     for command in ("demo", "hook", "install", "doctor", "replay"):
         assert command in result.stdout
+
+
+def test_the_demo_says_its_stop_setting_and_which_calls_carry_the_stop() -> None:
+    """Derived from the defaults, not counted here: issue 32 moves the first refusal."""
+    config = Config()
+    out = cli("demo").stdout
+    defaults = out.splitlines()[0]
+    assert defaults.startswith("Defaults: ") and f"duplicateLimit={config.duplicate_limit}" in out
+    assert f"stopAfterDenials={config.stop_after_denials}" in defaults
+    verdicts = re.findall(r"^call +\d+: .*->  (.*)$", out, re.M)
+    first = next(i for i, v in enumerate(verdicts) if v != "allowed")
+    stop = first + config.stop_after_denials - 1  # the Nth refusal in a row
+    assert all(v.startswith("DENIED") for v in verdicts[first:])
+    assert [v.endswith(", stop the agent") for v in verdicts[first:]] == [
+        i >= stop for i in range(first, len(verdicts))
+    ]
+    assert f"From call {stop + 1} on, the harness is told to stop the agent" in out
 
 
 @pytest.mark.parametrize("calls", [1, 3, 6])

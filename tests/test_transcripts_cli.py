@@ -236,8 +236,12 @@ def test_calibrate_table(capsys: pytest.CaptureFixture[str]) -> None:
         "resetOnNewCall=true): it stops 7 of 7 loops, 7 calls in (median), and denies no run "
         "without a loop."
     )
-    assert stop.startswith("Stop: stopAfterDenials=2: it ends 7 of 7 loops"), stop
-    assert stop.endswith("Try it with `--set stopAfterDenials=2`, then put it in your config file.")
+    # Task 48's agent repeated its transfer twice past the limit, then answered: a stop
+    # after 1 or 2 refusals would cut that run short, so the stop stays at 3 (the README's).
+    assert stop == (
+        "Stop: keep the current config (stopAfterDenials=3): it ends 6 of 6 loops the agent "
+        "kept on, 9 calls in (median), and stops no run outside a loop."
+    ), stop
 
 
 @needs_corpus
@@ -581,7 +585,8 @@ def test_calibrate_stop_table_and_budget_grid(capsys: pytest.CaptureFixture[str]
         ("3", "transfer_to_human_agents=3"),
         ("3", "transfer_to_human_agents=50"),
     ]
-    assert rows[0][1:6] == ["6", "0", "6", "of", "7"]  # 6 runs stopped, none outside a loop
+    assert rows[0][1:6] == ["6", "0", "6", "of", "6"]  # 6 runs stopped, none outside a loop
+    assert rows[1][1:6] == ["7", "1", "6", "of", "6"]  # 2 also stops task 48, left by itself
     assert rows[4][1:6] == rows[0][1:6] and rows[4][11] == "0"  # 50 transfers: no budget refusal
     assert int(rows[3][2]) > 0  # a budget of 3 transfers stops healthy runs too
 

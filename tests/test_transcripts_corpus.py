@@ -140,6 +140,23 @@ def test_calibrate_reports_both_rules_on_the_corpus(capsys: pytest.CaptureFixtur
         ORIGINAL_RULE_MINI_SWE_FALSE_DENIALS
     )
     assert original["loops_stopped"] == 7
+    # The stop grid: task 48's agent left its loop by itself (its transfer twice past the
+    # limit, then its answer), so 1 and 2 stop a run outside a kept-on loop and 3 stays.
+    by_stop = {g["config"]["stopAfterDenials"]: g for g in [current, *report["stop_grid"]]}
+    assert {n: by_stop[n]["non_loop_runs_stopped"] for n in range(1, 7)} == {
+        1: 1,
+        2: 1,
+        3: 0,
+        4: 0,
+        5: 0,
+        6: 0,
+    }
+    assert all(
+        by_stop[n]["loops_kept_on"] == by_stop[n]["loops_ended_by_stop"] == 6 for n in (3, 4)
+    )
+    assert report["recommendation"][1].startswith(
+        "Stop: keep the current config (stopAfterDenials=3): it ends 6 of 6 loops"
+    )
 
 
 # stopAfterDenials (issue 14): what a stop after N refusals in a row would have saved on
@@ -308,7 +325,11 @@ def test_calibrate_stop_grid_on_the_corpus(capsys: pytest.CaptureFixture[str]) -
     assert sorted(by_n) == [1, 2, 4, 5, 6]  # --stop-after's default, the current 3 left out
     for n, entry in by_n.items():
         assert (entry["runs_stopped"], entry["stop_calls_saved"]) == STOP_FIGURES[n]
-        assert entry["non_loop_runs_stopped"] == 0
+        # 1 and 2 also stop task 48, whose agent left its loop by itself: a false stop
+        left = [r["run"] for r in entry["non_loop_runs_stopped_list"]]
+        assert len(left) == entry["non_loop_runs_stopped"] == (1 if n <= 2 else 0)
+        assert all("48" in run for run in left), left
+        assert entry["loops_ended_by_stop"] == entry["loops_kept_on"] == 6
         assert entry["stop_at_max"] == 6 + n
 
 

@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         for i, arguments in enumerate(probe_calls(args.calls), start=1):
             decision = breaker.check("demo-agent", "bash", arguments)
             verdict = "allowed" if decision.allowed else f"DENIED ({decision.kind})"
+            if decision.stop:
+                verdict += ", stop the agent"
             print(f"call {i:2}: bash {arguments}  ->  {verdict}")
             denial = denial or decision.message
             if decision.stop and stop is None:
@@ -64,5 +66,6 @@ def _describe(config: Config) -> str:
     return (
         f"duplicateLimit={config.duplicate_limit}, window={config.window}, "
         f"resetOnNewCall={str(config.reset_on_new_call).lower()}, "
-        f"maxCallsPerAgent={config.max_calls_per_agent}, ignoreArgs={list(config.ignore_args)}"
+        f"maxCallsPerAgent={config.max_calls_per_agent}, "
+        f"stopAfterDenials={config.stop_after_denials}, ignoreArgs={list(config.ignore_args)}"
     )

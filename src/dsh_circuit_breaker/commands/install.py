@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..harnesses import HARNESSES, PLUGIN_HARNESSES, target_module, targets
+from ..harnesses import HARNESSES, PLUGIN_HARNESSES, target_label, target_module, targets
 
 WHAT = {  # as cli.COMMANDS says it, for a TARGET's own --help
     "install": "put the breaker into",
@@ -22,7 +22,7 @@ WHAT = {  # as cli.COMMANDS says it, for a TARGET's own --help
 def add_target_arguments(parser: argparse.ArgumentParser, action: str) -> None:
     sub = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
     for name in targets():
-        described = f"{WHAT[action]} {getattr(target_module(name), 'LABEL', name)}"
+        described = f"{WHAT[action]} {target_label(name)}"
         _add(name, sub.add_parser(name, help=described, description=described), action)
 
 

@@ -277,4 +277,11 @@ def target_module(name: str) -> CommandHook | Plugin:
 
 
 def targets() -> list[str]:
-    return [*PLUGIN_HARNESSES, *HARNESSES]
+    """The TARGETs of install, uninstall and doctor, sorted as `--help` lists them."""
+    return sorted([*PLUGIN_HARNESSES, *HARNESSES])
+
+
+def target_label(name: str) -> str:
+    """TARGET `name` as people write it (`Claude Code`, `Cline`, `pi`)."""
+    module = target_module(name)
+    return str(getattr(module, "LABEL", None) or getattr(module, "label", name))
