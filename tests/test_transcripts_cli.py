@@ -586,7 +586,7 @@ def test_calibrate_stop_table_and_budget_grid(capsys: pytest.CaptureFixture[str]
         ("3", "transfer_to_human_agents=50"),
     ]
     assert rows[0][1:6] == ["6", "0", "6", "of", "6"]  # 6 runs stopped, none outside a loop
-    assert rows[1][1:6] == ["7", "1", "6", "of", "6"]  # 2 also stops task 48, left by itself
+    assert rows[2][1:6] == ["7", "1", "6", "of", "6"]  # 2 also stops task 48, left by itself
     assert rows[4][1:6] == rows[0][1:6] and rows[4][11] == "0"  # 50 transfers: no budget refusal
     assert int(rows[3][2]) > 0  # a budget of 3 transfers stops healthy runs too
 

@@ -116,7 +116,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--left-within",
-        type=int_in(0, MAX_CANDIDATE),
+        type=int_in(1, MAX_CANDIDATE),
         default=2,
         metavar="N",
         help="a loop whose call the agent repeats at most N times from the first refusal on "
