@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +115,43 @@ def test_help_says_what_each_command_and_target_does() -> None:
     doctor = " ".join(cli("doctor", "claude-code", "--help").stdout.split())
     assert "written into the hook command" not in doctor  # doctor writes nothing
     assert "checked instead of the one the installed hook command names" in doctor
+
+
+def test_demo_http_drives_the_guard_as_a_harness_would_and_prints_the_page(
+    tmp_path: Path,
+) -> None:
+    """`demo --http`: the guard started, the probe posted to it as Claude Code's HTTP hook
+    does, the page's address printed, the page's API showing the agent by its project,
+    and nothing written under HOME (a scratch state and incident log, removed at the end)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "state")}
+    command = [sys.executable, "-m", "dsh_circuit_breaker.cli", "demo", "--http", "127.0.0.1:0"]
+    demo = subprocess.Popen(
+        [*command, "--serve-for", "20"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert demo.stdout is not None
+        lines = []
+        while not lines or not lines[-1].startswith("The live page: "):
+            line = demo.stdout.readline()
+            assert line, "the demo ended before printing the page's address"
+            lines.append(line.strip())
+        url = lines[-1].removeprefix("The live page: ")
+        origin, token = url.split("/?token=")
+        request = urllib.request.Request(
+            origin + "/api/agents", headers={"Authorization": f"Bearer {token}"}
+        )
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(request, timeout=30) as response:
+            (agent,) = json.loads(response.read())["agents"]
+    finally:
+        demo.terminate()
+        demo.wait(timeout=30)
+    verdicts = [line.split("->  ")[1] for line in lines if line.startswith("call ")]
+    alone = cli("demo").stdout
+    in_process = re.findall(r"^call +\d+: .*->  (.*)$", alone, re.M)
+    assert verdicts == [v.replace(" (duplicate)", "") for v in in_process]  # the same decisions
+    assert agent["project"] == tmp_path.name and agent["harness"] == "claude-code"
+    assert agent["status"] == "stopped" and agent["repeat"]["preview"] == "echo cbprobe4"
+    assert list(home.iterdir()) == []

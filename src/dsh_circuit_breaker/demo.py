@@ -1,4 +1,5 @@
-"""`dsh-circuit-breaker demo`: the original plugin's probe, replayed through the breaker."""
+"""`dsh-circuit-breaker demo`: the original plugin's probe, replayed through the breaker
+(in this process; with `--http`, through the HTTP guard as a harness posts it: demo_http)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=PROBE_CALLS,
         help=f"how many probe calls (default: {PROBE_CALLS})",
     )
+    parser.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="start the HTTP guard there (its state in a scratch directory), post the probe "
+        "to it as Claude Code's HTTP hook would, and print the live page's address",
+    )
+    parser.add_argument(
+        "--serve-for",
+        metavar="N",
+        type=int_in(1, MAX_SERVE_SECONDS),
+        help="--http: seconds the page stays up after the probe (default: until Ctrl-C)",
+    )
+
+
+MAX_SERVE_SECONDS = 86400
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.http is not None:
+        from .demo_http import run_http
+
+        return run_http(args.http, probe_calls(args.calls), args.serve_for)
+    if args.serve_for is not None:
+        from .usage import error
+
+        return error("demo: --serve-for is for --http")
     with tempfile.TemporaryDirectory() as tmp:
         log_path = os.path.join(tmp, "incidents.jsonl")
         breaker = CircuitBreaker(Config(incident_log=log_path))
