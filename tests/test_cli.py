@@ -155,3 +155,42 @@ def test_demo_http_drives_the_guard_as_a_harness_would_and_prints_the_page(
     assert agent["project"] == tmp_path.name and agent["harness"] == "claude-code"
     assert agent["status"] == "stopped" and agent["repeat"]["preview"] == "echo cbprobe4"
     assert list(home.iterdir()) == []
+
+
+def help_of(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit) as done:
+        main([*argv, "--help"])
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_install_and_doctor_list_their_targets_sorted_by_their_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from dsh_circuit_breaker.harnesses import target_label, targets
+
+    for command in ("install", "uninstall", "doctor"):
+        text = help_of(capsys, command)
+        listed = re.findall(r"^    ([a-z-]+) +\S", text, re.M)
+        assert listed == sorted(targets()) and len(listed) > 10, listed
+        for name in listed:  # each by its label, as people write it (was "put ... into cline")
+            assert re.search(rf"^    {name} +.* {re.escape(target_label(name))}$", text, re.M)
+    assert "put the breaker into Cline" in help_of(capsys, "install")
+
+
+def test_install_mcp_help_names_the_clients(capsys: pytest.CaptureFixture[str]) -> None:
+    from dsh_circuit_breaker.harnesses._mcp_clients import CLIENTS
+
+    text = " ".join(help_of(capsys, "install", "mcp").split())
+    assert ", ".join(sorted(CLIENTS)) in text
+
+
+def test_a_yaml_config_without_pyyaml_names_the_extra(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "breaker.yaml"
+    config.write_text("duplicateLimit: 4\n")
+    monkeypatch.setitem(sys.modules, "yaml", None)  # its import now fails
+    assert main(["status", "--config", str(config), "--state", "memory://"]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'dsh-circuit-breaker[yaml]'" in err and "pyyaml" not in err, err

@@ -240,6 +240,10 @@ def test_status_shows_counts_and_trips(tmp_path: Path) -> None:
     assert by_agent["calm"]["tripped"] == [] and by_agent["calm"]["calls"] == 1
     table = cli(env, "status").stdout
     assert "looper" in table and "duplicate" in table and "6/300" in table
+    # The refused repeat names its tool (was `6/6` alone), from the incident log.
+    assert by_agent["looper"]["topRepeatTool"] == "Bash"
+    assert by_agent["calm"]["topRepeatTool"] is None
+    assert "6/6 Bash" in table
     assert by_agent["looper"]["denialsInARow"] == 1 and by_agent["looper"]["budgets"] == {}
 
 

@@ -284,4 +284,5 @@ def targets() -> list[str]:
 def target_label(name: str) -> str:
     """TARGET `name` as people write it (`Claude Code`, `Cline`, `pi`)."""
     module = target_module(name)
-    return str(getattr(module, "LABEL", None) or getattr(module, "label", name))
+    plugin = getattr(module, "HARNESS", None)  # a plugin harness module's PluginHarness
+    return str(getattr(module, "LABEL", None) or getattr(plugin, "label", name))
