@@ -356,15 +356,22 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+READ_SYSCALLS = {"x86_64": "0", "aarch64": "63"}  # read(2)'s number, for /proc/PID/syscall
+
+
 def waiting_on_stdin(pid: int, deadline: float) -> bool:
-    """Whether process `pid` is blocked reading a pipe (its stdin: the hook's only read)."""
-    wchan = Path(f"/proc/{pid}/wchan")
+    """Whether process `pid` is blocked reading its stdin (the hook's only read): the kernel
+    names the wait (`pipe_read`), or, where it hides that, the syscall is read(0, ...)."""
+    read = READ_SYSCALLS.get(os.uname().machine)
     while time.monotonic() < deadline:
         try:
-            if wchan.read_text().endswith("pipe_read"):
+            if Path(f"/proc/{pid}/wchan").read_text().endswith("pipe_read"):
                 return True
-        except OSError:
-            return False
+            fields = Path(f"/proc/{pid}/syscall").read_text().split()
+            if read is not None and fields[:2] == [read, "0x0"]:
+                return True
+        except (OSError, IndexError):
+            pass
         time.sleep(0.05)
     return False
 
