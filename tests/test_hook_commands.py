@@ -86,13 +86,21 @@ def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(
 
     removed = cli(env, "uninstall", target)
     assert removed.returncode == 0 and "removed from" in removed.stdout
-    assert settings_of(path) == before
-    # Changes later that day keep the one backup of the file as it was before the first.
+    # The user's own bytes (one line), not equal JSON re-indented; its backup named.
+    assert path.read_text() == json.dumps(before)
+    made = removed.stdout.split("(backup: ", 1)[1].split(")", 1)[0]
+    assert json.loads(Path(made).read_text()) == after
+    # Every change is backed up (was one backup a day: the later ones unsaved).
     for _ in range(3):
-        assert cli(env, "install", target).returncode == 0
-        assert cli(env, "uninstall", target).returncode == 0
+        assert "(backup: " in cli(env, "install", target).stdout
+        assert "(backup: " in cli(env, "uninstall", target).stdout
+    assert path.read_text() == json.dumps(before)
     backups = list(path.parent.glob(path.name + ".bak-*"))
-    assert [json.loads(b.read_text()) for b in backups] == [before]  # was one per install
+    assert len(backups) == 8  # 4 installs and 4 uninstalls
+    assert (
+        sorted(json.dumps(json.loads(b.read_text())) for b in backups).count(json.dumps(before))
+        == 4
+    )
     again = cli(env, "uninstall", target)
     assert "not installed" in again.stdout
 
@@ -233,6 +241,10 @@ def test_status_shows_counts_and_trips(tmp_path: Path) -> None:
     assert by_agent["calm"]["tripped"] == [] and by_agent["calm"]["calls"] == 1
     table = cli(env, "status").stdout
     assert "looper" in table and "duplicate" in table and "5/300" in table
+    # The refused repeat names its tool (was `5/6` alone), from the incident log.
+    assert by_agent["looper"]["topRepeatTool"] == "Bash"
+    assert by_agent["calm"]["topRepeatTool"] is None
+    assert "5/6 Bash" in table
     assert by_agent["looper"]["denialsInARow"] == 1 and by_agent["looper"]["budgets"] == {}
 
 

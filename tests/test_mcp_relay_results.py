@@ -24,9 +24,11 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def results_config(tmp_path: Path, on: bool = True) -> str:
-    """A config file with results observed, or not (the default: judged by calls alone)."""
+    """A config file with results observed, or not (the default: judged by calls alone).
+    Its incident log is the test's own: the default one is the person's."""
     path = tmp_path / "breaker.toml"
-    text = "resultProgress = true\n" if on else ""
+    text = f'incidentLog = "{tmp_path / "incidents.jsonl"}"\n'
+    text += "resultProgress = true\n" if on else ""
     path.write_text(text, encoding="utf-8")
     return str(path)
 
@@ -101,5 +103,6 @@ def test_only_the_answer_to_an_allowed_call_counts(tmp_path: Path) -> None:
     session.from_server(answer(5, "moved"))  # a second answer to the 6th: nothing
     assert session.from_client(call(7)) is not None
     assert not session.connection.awaited
+    assert '"kind":"duplicate"' in (tmp_path / "incidents.jsonl").read_text(encoding="utf-8")
     assert Config().observes_results is False  # by default nothing is awaited at all
     guard.close()
