@@ -157,7 +157,7 @@ def test_calibrate_reports_both_rules_on_the_corpus(capsys: pytest.CaptureFixtur
     }
     assert all(by_stop[n]["loops_kept_on"] == 7 for n in range(1, 7))
     assert report["recommendation"][1].startswith(
-        "Stop: keep the current config (stopAfterDenials=3): it ends 6 of 6 loops"
+        "Stop: keep the current config (stopAfterDenials=3): it ends 7 of 7 loops"
     )
 
 

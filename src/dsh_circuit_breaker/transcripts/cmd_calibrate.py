@@ -15,8 +15,9 @@ A second grid, over stopAfterDenials (--stop-after) and the budgets given with -
 each on top of the current config, shows the stops. A stop is for a loop the agent *kept
 on*: it repeated the call more than --left-within times after the breaker's first refusal
 inside the loop. One it left by itself within that (the refused call and one more, then
-an answer to the user) is a run a stop would cut short, not a loop to end. A kept-on loop is *ended* when the stop falls inside its streak; a run
-stopped anywhere else, a loop left by itself included, is listed as a possible false stop.
+an answer to the user) is a run a stop would cut short, not a loop to end. A kept-on loop
+is *ended* when the stop falls inside its streak; a run stopped anywhere else, a loop left
+by itself included, is listed as a possible false stop.
 A stop saves the calls the agent went on to make after it, and the time to its last call.
 """
 
