@@ -68,19 +68,19 @@ def check(agent: str, command: str, step: int, **extra: Any) -> dict[str, Any]:
 def test_hello_then_duplicate_denial_with_the_spec_text(guard: Guard, tmp_path: Path) -> None:
     log = tmp_path / "incidents.jsonl"
     hello = guard.ask(
-        {"op": "hello", "id": 0, "config": {"duplicateLimit": 2, "incidentLog": str(log)}}
+        {"op": "hello", "id": 0, "config": {"duplicateLimit": 3, "incidentLog": str(log)}}
     )
     assert hello["ok"] is True and hello["id"] == 0
-    assert hello["config"]["duplicateLimit"] == 2
+    assert hello["config"]["duplicateLimit"] == 3
     assert guard.ask(check("a", "ls", 1)) == {"allowed": True, "id": 1}
     assert guard.ask(check("a", "ls", 2)) == {"allowed": True, "id": 2}
     denied = guard.ask(check("a", "ls", 3))
     assert denied == {
         "allowed": False,
         "kind": "duplicate",
-        "message": render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 2, 2),
-        "count": 2,
-        "limit": 2,
+        "message": render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 3, 3),
+        "count": 3,
+        "limit": 3,
         "stop": False,
         "id": 3,
     }
@@ -97,14 +97,14 @@ def test_hello_then_duplicate_denial_with_the_spec_text(guard: Guard, tmp_path: 
 
 
 def test_bad_config_is_refused_naming_the_key_and_the_old_config_stays(guard: Guard) -> None:
-    assert guard.ask({"op": "hello", "id": 1, "config": {"duplicateLimit": 2}})["ok"]
-    refused = guard.ask({"op": "hello", "id": 2, "config": {"duplicateLimit": 2, "window": 1}})
+    assert guard.ask({"op": "hello", "id": 1, "config": {"duplicateLimit": 3}})["ok"]
+    refused = guard.ask({"op": "hello", "id": 2, "config": {"duplicateLimit": 3, "window": 1}})
     assert refused["ok"] is False and "window" in refused["error"]
     unknown = guard.ask({"op": "hello", "id": 3, "config": {"dupLimit": 2}})
     assert unknown["ok"] is False and "dupLimit" in unknown["error"]
     guard.ask(check("a", "ls", 4))
     guard.ask(check("a", "ls", 5))
-    assert guard.ask(check("a", "ls", 6))["allowed"] is False  # still duplicateLimit 2
+    assert guard.ask(check("a", "ls", 6))["allowed"] is False  # still duplicateLimit 3
 
 
 def test_bad_input_never_denies_and_never_kills_the_guard(guard: Guard) -> None:
@@ -122,7 +122,7 @@ def test_agents_without_id_are_logged_by_their_field_names(tmp_path: Path) -> No
     server = GuardServer()
     server.handle_line(
         json.dumps(
-            {"op": "hello", "config": {"duplicateLimit": 1, "incidentLog": str(log)}}
+            {"op": "hello", "config": {"duplicateLimit": 2, "incidentLog": str(log)}}
         ).encode()
     )
     request = {"anon": "anon:1", "agentKeys": ["loopCtx", "name"], "tool": "t", "arguments": {}}
@@ -139,7 +139,7 @@ def test_agents_without_id_are_logged_by_their_field_names(tmp_path: Path) -> No
 
 def test_forget_by_id_resets_that_agent_only() -> None:
     server = GuardServer()
-    server.handle_line(b'{"op": "hello", "config": {"duplicateLimit": 1}}')
+    server.handle_line(b'{"op": "hello", "config": {"duplicateLimit": 2}}')
     call = {"agent": "s1", "tool": "t", "arguments": {"a": 1}}
     assert server.handle_line(json.dumps(call).encode()) == {"allowed": True}
     assert server.handle_line(json.dumps({**call, "agent": "s2"}).encode()) == {"allowed": True}
@@ -149,7 +149,7 @@ def test_forget_by_id_resets_that_agent_only() -> None:
 
 
 def test_cli_flags_configure_the_guard_without_hello() -> None:
-    g = Guard("--config-json", '{"duplicateLimit": 1}')
+    g = Guard("--config-json", '{"duplicateLimit": 2}')
     try:
         assert g.ask(check("a", "ls", 1))["allowed"] is True
         assert g.ask(check("a", "ls", 2))["allowed"] is False
@@ -299,12 +299,12 @@ def test_a_harness_hello_loads_the_config_its_command_hook_would(
     # reads the user's config file as the command hooks do, with the harness's spellings.
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     config = tmp_path / "breaker.json"
-    config.write_text(json.dumps({"duplicateLimit": 2, "state": f"sqlite:///{tmp_path}/s.db"}))
+    config.write_text(json.dumps({"duplicateLimit": 3, "state": f"sqlite:///{tmp_path}/s.db"}))
     server = GuardServer()
     hello = {"op": "hello", "id": 0, "harness": "cline", "configFile": str(config), "config": {}}
     reply = server.handle_line(json.dumps(hello).encode())
     assert reply is not None and reply["ok"] is True, reply
-    assert reply["config"]["duplicateLimit"] == 2
+    assert reply["config"]["duplicateLimit"] == 3
     assert "ask_question" in reply["config"]["exempt"]
     assert reply["config"]["incidentLog"].startswith(str(tmp_path / "state"))  # on, as for hooks
     for step in range(3):
@@ -343,10 +343,10 @@ def test_a_lone_surrogate_in_an_id_is_judged_by_its_bytes(tmp_path: Path) -> Non
     assert g.ask(hello)["ok"] is True
     for agent in ("x\\ud800y", "x\\udfffy"):
         answers = []
-        for step in range(1, 8):
+        for step in range(1, 7):
             line = json.dumps(check("PLACEHOLDER", "same", step)).replace("PLACEHOLDER", agent)
             answers.append(g.ask(line.encode()).get("allowed"))
-        assert answers == [True] * 6 + [False], agent
+        assert answers == [True] * 5 + [False], agent
     code, stderr = g.close()
     assert code == 0 and "Traceback" not in stderr and "internal error" not in stderr
     assert len(log.read_text().splitlines()) == 2  # one incident per agent
@@ -383,10 +383,11 @@ def test_results_move_a_poll_on_only_with_result_progress(keys: dict[str, Any]) 
     finally:
         code, stderr = guard.close()
     assert code == 0 and stderr == ""
-    refused_at_7th = [True] * 6 + [False] * 4
-    assert frozen == refused_at_7th
+    refused_at_6th = [True] * 5 + [False] * 5
+    assert frozen == refused_at_6th
     moves_on = keys.get("resultProgress", Config().result_progress)
-    assert moving == moving_anon == ([True] * 10 if moves_on else refused_at_7th)
+    assert moves_on is (keys != OFF)  # on by default
+    assert moving == moving_anon == ([True] * 10 if moves_on else refused_at_6th)
 
 
 def test_a_bad_result_never_answers_never_denies_and_warns_once() -> None:
@@ -406,7 +407,7 @@ def test_a_bad_result_never_answers_never_denies_and_warns_once() -> None:
             "ok": True,
             "id": 5,
         }
-        assert poll(guard, "a", ["same"] * 7) == [True] * 6 + [False]
+        assert poll(guard, "a", ["same"] * 6) == [True] * 5 + [False]
     finally:
         code, stderr = guard.close()
     assert code == 0

@@ -14,12 +14,16 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from dsh_circuit_breaker.config import Config
 from dsh_circuit_breaker.harnesses import _toml
 from dsh_circuit_breaker.harnesses._settings import SettingsError
 from dsh_circuit_breaker.invocation import is_ours
 from hook_support import hook_env
 
 pytestmark = pytest.mark.timeout(120)
+# Our events at the defaults: the post-tool ones too where the defaults observe results.
+OURS = ["PreToolUse", "UserPromptSubmit"]
+OURS += ["PostToolUse", "PostToolUseFailure"] if Config().observes_results else []
 CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
 
 USER_FILE = """# my Kimi setup\r
@@ -67,9 +71,10 @@ def test_install_appends_and_uninstall_restores_every_byte(tmp_path: Path) -> No
     assert backup.read_bytes() == USER_FILE.encode()
     data = tomllib.loads(text)
     assert data["providers"] == tomllib.loads(USER_FILE)["providers"]
-    stop, pre, prompt = data["hooks"]
+    stop, pre, *more = data["hooks"]
     assert stop == {"event": "Stop", "command": "notify-send 'done'"}
-    assert (pre["event"], prompt["event"]) == ("PreToolUse", "UserPromptSubmit")
+    assert [h["event"] for h in [pre, *more]] == OURS
+    assert all(h == {**pre, "event": h["event"]} for h in more)
     assert is_ours(pre["command"]) and pre["command"].endswith("hook --harness kimi-cli")
     assert pre["timeout"] == 30 and "matcher" not in pre  # every tool
     again = kimi(tmp_path, "install", "kimi-cli")
@@ -89,17 +94,14 @@ def test_a_reinstall_replaces_ours_wherever_they_are(tmp_path: Path) -> None:
     done = kimi(tmp_path, "install", "kimi-cli", "--config", str(odd), "--no-backup")
     assert done.returncode == 0, done.stderr
     hooks = tomllib.loads(path.read_text())["hooks"]
-    assert [h["event"] for h in hooks] == ["Stop", "SessionEnd", "PreToolUse", "UserPromptSubmit"]
+    assert [h["event"] for h in hooks] == ["Stop", "SessionEnd", *OURS]
     assert all(str(odd) in shlex.split(h["command"]) for h in hooks[2:])
 
 
 def test_a_file_install_made_goes_at_uninstall(tmp_path: Path) -> None:
     path = config(tmp_path)
     assert kimi(tmp_path, "install", "kimi-cli").returncode == 0
-    assert [h["event"] for h in tomllib.loads(path.read_text())["hooks"]] == [
-        "PreToolUse",
-        "UserPromptSubmit",
-    ]
+    assert [h["event"] for h in tomllib.loads(path.read_text())["hooks"]] == OURS
     assert kimi(tmp_path, "uninstall", "kimi-cli").returncode == 0
     assert list(path.parent.iterdir()) == []
 
