@@ -189,8 +189,9 @@ def _results_cases(
 
     def outcome() -> bytes:
         done = json.loads(event(last["session"], last["tool_input"]))
-        if "hook_event_name" in done:  # the Claude Code shape, and Gemini CLI's
+        if "hook_event_name" in done:  # the Claude Code shape, Gemini CLI's and Kimi CLI's
             done.update(hook_event_name=post, tool_response={"llmContent": "run 7: 40% done"})
+            done["tool_output"] = "is_error=False output='run 7: 40% done' message=''"
         else:  # Copilot's, which names no event
             done["toolResult"] = {"resultType": "success", "textResultForLlm": "run 7: 40% done"}
         assert isinstance(harness.parse(done), Outcome), done

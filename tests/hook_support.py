@@ -112,3 +112,17 @@ def make_read_only(directory: Path) -> Callable[[], None] | None:
     if subprocess.run(["chattr", "+i", str(directory)], capture_output=True).returncode == 0:
         return lambda: subprocess.run(["chattr", "-i", str(directory)], check=True)
     return None
+
+
+def runs_then_refusal(tool: str, **config: Any) -> tuple[int, str]:
+    """How many identical calls of `tool` run under `config` (Config's keyword names)
+    before one is refused, and that refusal's text: asked of the breaker itself, so a test
+    of a real harness follows its rules."""
+    from dsh_circuit_breaker import CircuitBreaker, Config
+
+    breaker = CircuitBreaker(Config(**config))
+    for ran in range(1000):
+        decision = breaker.check("agent", tool, {"command": "true"})
+        if not decision.allowed:
+            return ran, decision.message
+    raise AssertionError("never refused")

@@ -1,7 +1,8 @@
 """End to end, what only one command-hook harness has: Claude Code's parallel batches,
 Codex's hook trust and its answer to a stop, Copilot's hooks directory, droid's
 hooks.json, Gemini CLI's subagents, its hook command's fallback and its web search
-budget. The real CLI, driven as in tests/test_command_hook_e2e.py
+budget, Kimi CLI's subagents and its own repeat guard. The real CLI, driven as in
+tests/test_command_hook_e2e.py
 (tests/support/command_hook_harnesses.py).
 """
 
@@ -19,6 +20,7 @@ import pytest
 
 from dsh_circuit_breaker import CircuitBreaker, Config
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from hook_support import runs_then_refusal
 from support.command_hook_harnesses import (
     GEMINI_STOPPED,
     Codex,
@@ -383,3 +385,74 @@ def test_claude_code_a_parallel_batch_is_judged_on_no_result_but_its_own(scratch
         6,
         outcome.session,
     )
+
+
+# -- Kimi CLI ------------------------------------------------------------------------------
+
+
+def kimi_child(body: dict[str, Any]) -> bool:
+    """A request of the subagent: its first user message is the delegated task."""
+    texts = [str(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user"]
+    return bool(texts) and SUBAGENT_MARK in texts[0]
+
+
+def test_kimi_a_subagent_shares_its_parents_key_and_its_task_resets_it(scratch: Any) -> None:
+    # Kimi CLI 1.51.0 runs a subagent in its parent's session: its events carry the parent's
+    # session_id and nothing naming it, and its task arrives as a UserPromptSubmit like a
+    # typed prompt (the limits docs/kimi-cli.md states). Every copy in the window counts
+    # here (resetOnNewCall off: the Agent call between is no new start), yet the parent's
+    # four runs of the command count for nothing once the subagent starts; the subagent's
+    # own loop is refused across Kimi's follow-up asking it for a longer summary; the
+    # parent's next copy is refused too, the count being the subagent's.
+    h = scratch("kimi-cli")
+    h.configure({"resetOnNewCall": False})
+    runs, refusal = runs_then_refusal(h.shell_tool, reset_on_new_call=False)
+    side = h.work / "side.txt"
+    loop = f"echo loop >> {side}"
+    delegation = tool_call(
+        "Agent", {"description": "loop task", "prompt": SUBAGENT_MARK, "subagent_type": "coder"}
+    )
+    parent = [*[h.shell(loop, f"Parent try {i}") for i in range(1, 5)], delegation]
+    parent += [h.shell(loop, "Parent try 5"), "Parent: done."]
+    child = [*[h.shell(loop, f"Child try {i}") for i in range(1, 5)], "Short."]
+    child += [*[h.shell(loop, f"Child try {i}") for i in range(5, 9)], "Subagent: " + "x" * 300]
+
+    def respond(body: dict[str, Any]) -> Any:
+        queue = child if kimi_child(body) else parent
+        return queue.pop(0) if queue else "Nothing more."
+
+    with h.model([], after=respond) as model:
+        outcome = h.run(model, "PARENT-TASK: loop, delegate the loop, loop again.")
+    by_description = {u["input"].get("description"): u["id"] for u in model.tool_uses()}
+    result = {r.call_id: r for r in model.tool_results()}
+    kid = [result[by_description[f"Child try {i}"]].text for i in range(1, 9)]
+    assert ["Circuit breaker" in text for text in kid] == [False] * runs + [True] * (8 - runs)
+    assert all(text.startswith(h.refusal_prefix + refusal) for text in kid[runs:])
+    assert result[by_description["Parent try 5"]].text.startswith(h.refusal_prefix + refusal)
+    assert side_lines(side) == ["loop"] * (4 + runs)
+    assert outcome.final == "Parent: done."
+    incidents = h.incident_lines()
+    assert [i["kind"] for i in incidents] == ["duplicate", "stop"]
+    assert {i["agent"] for i in incidents} == {outcome.session}  # no subagent part
+
+
+def test_kimi_its_own_guard_ends_the_turn_at_the_twelfth_identical_call(scratch: Any) -> None:
+    # Kimi CLI's own repeat guard compares every argument, the description too: it appends
+    # a reminder to the 3rd identical call's result and ends the turn after the 12th. Ours
+    # refuses from the 7th; its reminders ride on our refusals, and its stop still comes.
+    h = scratch("kimi-cli")
+    runs, refusal = runs_then_refusal(h.shell_tool)
+    side = h.work / "side.txt"
+    same = h.shell(f"echo same >> {side}", "Append the marker")
+    with h.model([*[dict(same) for _ in range(14)], "Never asked for."]) as model:
+        outcome = h.run(model, "Append the marker.")
+    calls = model.tool_uses()
+    assert len(calls) == len(model.model_requests) == 12  # nothing asked after the 12th
+    assert outcome.final is None
+    assert side_lines(side) == ["same"] * runs
+    results = [model.result_in_next_request(c["id"]).text for c in calls[:11]]
+    reminded = ["<system-reminder>" in text for text in results]
+    assert reminded == [False] * 2 + [True] * 9
+    assert all(text.startswith(h.refusal_prefix + refusal) for text in results[runs:])
+    assert "You are repeating the exact same tool call" in results[2]
+    assert [i["kind"] for i in h.incident_lines()] == ["duplicate", "stop"]

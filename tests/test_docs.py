@@ -136,6 +136,8 @@ def scratch(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     work.mkdir()
     (work / ".venv").symlink_to(sys.prefix, target_is_directory=True)
     path = [str(Path(sys.executable).parent), str(ROOT / "tests/e2e/node_modules/.bin")]
+    # The agent CLIs from PyPI, each in its venv (scripts/setup), for `doctor NAME`.
+    path += [str(p) for p in sorted((ROOT / ".installed").glob("agent-*/bin"))]
     path.append(os.environ.get("PATH", os.defpath))
     # Offline: a package manager's registry request goes to a closed port on loopback.
     return work, scratch_env(home, PATH=os.pathsep.join(path), npm_config_registry=DEAD + "/")

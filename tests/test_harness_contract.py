@@ -9,7 +9,8 @@ package docstring), checked here once for all of them:
 - its answer to a stop: `stop.json` where the harness can end the agent, else `deny.json`
   (the plain refusal), and always the refusal;
 - `install`, `doctor` and `uninstall` in a scratch HOME against the harness's own
-  settings file, the doctor finding the harness's real CLI (tests/e2e).
+  settings file, the doctor finding the harness's real CLI (tests/e2e, or the Python
+  agent's venv that scripts/setup makes).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from dsh_circuit_breaker.config import DEFAULT_IGNORE_ARGS
 from dsh_circuit_breaker.harnesses import HARNESSES, Call, Prompt, load
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from hook_support import hook_env, run_hook
+from support.command_hook_harnesses import HARNESSES as DESCRIBED
 
 FIXTURES = Path(__file__).parent / "fixtures" / "harness-events"
-E2E_BIN = Path(__file__).parent / "e2e" / "node_modules" / ".bin"
 CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
 NAMES = sorted(HARNESSES)
 # Harnesses whose hook event carries only the command: Codex drops `justification` (the
@@ -144,7 +145,8 @@ def _find_message(value: Any) -> str:
 @pytest.mark.parametrize("name", NAMES)
 def test_install_doctor_uninstall(name: str, tmp_path: Path) -> None:
     harness = load(name)
-    env = hook_env(tmp_path, PATH=f"{E2E_BIN}{os.pathsep}{os.environ['PATH']}")
+    cli_dir = DESCRIBED[name].cli_dir()
+    env = hook_env(tmp_path, PATH=f"{cli_dir}{os.pathsep}{os.environ['PATH']}")
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -157,7 +159,7 @@ def test_install_doctor_uninstall(name: str, tmp_path: Path) -> None:
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert (
         "PROBLEM" not in doctor.stdout
-        and f"{harness.LABEL} is installed: {E2E_BIN}" in doctor.stdout
+        and f"{harness.LABEL} is installed: {cli_dir}" in doctor.stdout
     )
     removed = cli("uninstall")
     assert removed.returncode == 0 and "removed from" in removed.stdout

@@ -4,7 +4,8 @@ its captured events and its doc, never a test file, and a registered harness the
 do not run fails here.
 
 - Command-hook harnesses (`harnesses.HARNESSES`): each is described in
-  tests/support/command_hook_harnesses.py, pinned in tests/e2e/package.json, has its
+  tests/support/command_hook_harnesses.py, pinned in tests/e2e/package.json (an agent from
+  PyPI: in tests/e2e/python/NAME.txt, which scripts/setup installs), has its
   captured events (tests/fixtures/harness-events/NAME) and its doc (docs/NAME.md), and
   runs in every scenario of tests/test_command_hook_e2e.py but those its `not_in` names,
   each with a reason.
@@ -92,9 +93,14 @@ def test_every_command_hook_harness_runs_each_scenario_or_says_why_not() -> None
 def test_a_command_hook_harness_has_its_pins_events_and_doc(name: str) -> None:
     pinned = json.loads((TESTS / "e2e" / "package.json").read_text())
     packages = {**pinned["dependencies"], **pinned.get("optionalDependencies", {})}
-    # Its npm package, or that package's platform binary (droid's @factory/cli-linux-x64).
     package = load(name).CLI_PACKAGE
-    assert any(p == package or p.startswith(package + "-") for p in packages), package
+    python_pins = TESTS / "e2e" / "python" / f"{name}.txt"
+    if python_pins.is_file():  # from PyPI: the package at one exact version, in its venv
+        lines = python_pins.read_text().splitlines()
+        assert any(re.fullmatch(rf"{re.escape(package)}==[\w.]+", line) for line in lines)
+        assert command_hook_harnesses.HARNESSES[name].cli_dir().parent.name == f"agent-{name}"
+    else:  # its npm package, or that package's platform binary (droid's @factory/cli-linux-x64)
+        assert any(p == package or p.startswith(package + "-") for p in packages), package
     events = TESTS / "fixtures" / "harness-events" / name
     assert (events / "probe.jsonl").is_file() and (events / "deny.json").is_file()
     assert (ROOT / "docs" / f"{name}.md").is_file()

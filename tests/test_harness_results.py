@@ -30,12 +30,12 @@ from dsh_circuit_breaker.harnesses import HARNESSES, Call, Outcome, load
 from dsh_circuit_breaker.harnesses._command_hook import _ops
 from dsh_circuit_breaker.results import result_digest
 from hook_support import hook_env, run_hook
+from support.command_hook_harnesses import HARNESSES as DESCRIBED
 from support.guard_service import Service
 
 pytestmark = pytest.mark.timeout(300)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "harness-events"
-E2E_BIN = Path(__file__).parent / "e2e" / "node_modules" / ".bin"
 CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
 NAMES = sorted(HARNESSES)
 POLL = "sh poll.sh"  # the captured poll's command; it printed `done 0%`, then `done 1%`
@@ -205,8 +205,9 @@ def test_a_post_tool_event_prints_nothing_and_exits_0(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_install_adds_the_post_tool_hook_only_with_results(name: str, tmp_path: Path) -> None:
     harness = load(name)
-    env = hook_env(tmp_path, PATH=f"{E2E_BIN}{os.pathsep}{os.environ['PATH']}")
-    settings = tmp_path / "settings" / "settings.json"
+    env = hook_env(tmp_path, PATH=f"{DESCRIBED[name].cli_dir()}{os.pathsep}{os.environ['PATH']}")
+    # A file named as the harness names its own (Kimi CLI reads config.toml as TOML).
+    settings = tmp_path / "settings" / harness.settings_path("user").name
     config = tmp_path / "breaker.json"
 
     def cli(action: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,11 @@ call; it then sent itself `[System: You successfully executed a tool but returne
 response. ...]` (a BeforeAgent with that prompt), and once loop detection was switched
 off in its dialog, retried the request with that same nudge (another BeforeAgent). On
 a967c7a each reset the session, so the one typed prompt ran the call 4 + 6 = 10 times.
+
+Kimi CLI 1.51.0 (tests/fixtures/harness-events/kimi-cli/subagent.jsonl): a subagent's task
+comes as a UserPromptSubmit under its parent's session, like a typed prompt, and resets it
+(a limit docs/kimi-cli.md states); Kimi's follow-up asking the subagent for a longer
+summary does not.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 import pytest
 
 from dsh_circuit_breaker.harnesses import Prompt, load
-from hook_support import hook_env, run_hook
+from hook_support import hook_env, run_hook, runs_then_refusal
 
 FIXTURES = Path(__file__).parent / "fixtures" / "harness-events"
 pytestmark = pytest.mark.timeout(120)
@@ -129,3 +134,31 @@ def test_cline_team_updates_run_keeps_counting(tmp_path: Path) -> None:
     assert first_run == [False] * 6 + [True, False, False, False, False, True]
     assert second_run == [False, True, True]  # afresh, all three would run
     assert typed_again == [False]
+
+
+def test_kimi_cli_a_subagents_task_resets_its_follow_up_does_not(tmp_path: Path) -> None:
+    # Every copy in the window counts (resetOnNewCall off), so only a reset restarts it.
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"resetOnNewCall": False}))
+    env = hook_env(tmp_path)
+    captured = events("kimi-cli", "subagent.jsonl")
+    prompts = [e for e in captured if e["hook_event_name"] == "UserPromptSubmit"]
+    assert [e["prompt"][:40] for e in prompts] == [
+        "PARENT-TASK: loop, delegate the loop, lo",
+        "SUBAGENT-TASK: run the loop",
+        "Your previous response was too brief. Pl",
+    ]
+    kinds = [type(load("kimi-cli").parse(e)).__name__ for e in prompts]
+    assert kinds == ["Prompt", "Prompt", "NoneType"]
+    refused = []
+    for event in captured:
+        if event["hook_event_name"] not in ("UserPromptSubmit", "PreToolUse"):
+            continue  # SubagentStart / SubagentStop: recorded beside, not ours
+        done = run_hook(event, env, "--harness", "kimi-cli", "--config", str(config))
+        assert done.returncode == 0 and done.stderr == ""
+        if event.get("tool_name") == "Shell":
+            refused.append(bool(done.stdout.strip()))
+    # The parent's 4, then (reset by the subagent's task) the subagent's 4 + 3 across the
+    # follow-up, then the parent's 5th: refused from the copy past the limit on.
+    runs, _ = runs_then_refusal("Shell", reset_on_new_call=False)
+    assert refused == [False] * 4 + [False] * runs + [True] * (8 - runs)

@@ -1,5 +1,6 @@
 """The real command-hook harness CLIs (Claude Code, Codex, Gemini CLI, Qwen Code, Factory
-droid, GitHub Copilot CLI; pinned in tests/e2e/package.json) run headless in a scratch
+droid, GitHub Copilot CLI; pinned in tests/e2e/package.json; Kimi CLI, from PyPI, pinned in
+tests/e2e/python/ and installed by scripts/setup into a venv of its own) run headless in a scratch
 HOME with the hook that the installed wheel's `dsh-circuit-breaker install NAME` wrote
 (support/installed.py), against a scripted fake model on 127.0.0.1 (support/fake_*.py).
 
@@ -40,6 +41,8 @@ from support.scripted_server import Block, ScriptedServer, tool_call
 
 TESTS = Path(__file__).resolve().parents[1]
 E2E_BIN = TESTS / "e2e" / "node_modules" / ".bin"
+# A Python agent's CLI: scripts/setup installs tests/e2e/python/NAME.txt into agent-NAME.
+AGENT_VENVS = TESTS.parent / ".installed"
 EVENTS = TESTS / "fixtures" / "harness-events"
 
 
@@ -171,7 +174,12 @@ class Harness:
 
     @property
     def cli(self) -> Path:
-        return E2E_BIN / self.executable
+        return self.cli_dir() / self.executable
+
+    @classmethod
+    def cli_dir(cls) -> Path:
+        """Where its CLI is installed for the tests: npm's, or its Python venv's bin."""
+        return E2E_BIN
 
     @classmethod
     def stops(cls) -> bool:
@@ -926,9 +934,107 @@ class QwenCode(Harness):
             assert text.startswith("Command: echo cbprobe4"), text
 
 
+# -- Kimi CLI ------------------------------------------------------------------------------
+
+# What a user has in ~/.kimi/config.toml before installing (a comment, a model, their own
+# hook), which install keeps; OPENAI_BASE_URL points the provider at each run's fake.
+KIMI_CONFIG = """# my Kimi setup
+default_model = "fake"
+telemetry = false
+
+[providers.fake]
+type = "openai_legacy"
+base_url = "http://127.0.0.1:9/v1"
+api_key = "sk-fake-key-for-tests"
+
+[models.fake]
+provider = "fake"
+model = "fake-model"
+max_context_size = 128000
+
+[[hooks]]
+event = "Stop"
+command = "true"
+"""
+
+
+class KimiCli(Harness):
+    """`kimi --print` (yolo: every call approved) on an `openai_legacy` provider, its base
+    URL from OPENAI_BASE_URL; telemetry and update checks off, and HTTPS_PROXY/HTTP_PROXY
+    at a loopback listener that fails the run if anything tries to reach another host."""
+
+    name = "kimi-cli"
+    executable = "kimi"
+    fake = FakeOpenAI
+    shell_tool = "Shell"
+    refusal_prefix = "<system>ERROR: "
+    env_prefixes = ("OPENAI_", "KIMI_", *PROXY_VARS, *(v.lower() for v in PROXY_VARS))
+    not_in: ClassVar[dict[str, str]] = {
+        "subagent": "a subagent runs in its parent's session and its events name nothing "
+        "else: tests/test_command_hook_quirks.py pins that down",
+    }
+
+    @classmethod
+    def cli_dir(cls) -> Path:
+        return AGENT_VENVS / f"agent-{cls.name}" / "bin"
+
+    def setup(self) -> None:
+        share = self.home / ".kimi"
+        share.mkdir()
+        self.env.update(KIMI_SHARE_DIR=str(share))
+        self.settings = share / "config.toml"
+        self.settings.write_text(KIMI_CONFIG)
+        assert f"installed in {self.settings}" in self.install().stdout
+        self.check_hook_command(self.settings)
+        assert self.settings.read_text().startswith(KIMI_CONFIG)  # every line kept
+
+    def run(self, model: Any, prompt: str, *more: str) -> Outcome:
+        self.trap = Trap()
+        try:
+            outcome = super().run(model, prompt, *more)
+        finally:
+            self.trap.close()
+        assert self.trap.hits == [], "a request tried to leave loopback"
+        return outcome
+
+    def run_env(self, model: Any) -> dict[str, str]:
+        return dict(
+            self.env,
+            OPENAI_BASE_URL=model.url,
+            OPENAI_API_KEY="sk-fake-key-for-tests",
+            KIMI_DISABLE_TELEMETRY="1",
+            KIMI_CLI_NO_AUTO_UPDATE="1",
+            HTTPS_PROXY=self.trap.url,
+            HTTP_PROXY=self.trap.url,
+            NO_PROXY="127.0.0.1",
+        )
+
+    def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
+        return [str(self.cli), "--print", "--output-format", "stream-json", "-p", prompt, *more]
+
+    def read(self, done: subprocess.CompletedProcess[str], model: Any) -> Outcome:
+        assert model.paths and set(model.paths) == {"/v1/chat/completions"}, model.paths
+        events = json_objects(done.stdout)
+        said = [e["content"] for e in events if e.get("role") == "assistant"]
+        final = said[-1] if said and isinstance(said[-1], str) else None
+        session = re.search(r"kimi -r (\S+)", done.stderr)
+        assert session is not None, done.stderr[-3000:]
+        return Outcome(done.stdout, done.stderr, {}, events, session.group(1), final)
+
+    def read_call(self, path: Path) -> Block:
+        return tool_call("ReadFile", {"path": str(path)})
+
+    def edit_call(self, path: Path, old: str, new: str) -> Block:
+        return tool_call("StrReplaceFile", {"path": str(path), "edit": {"old": old, "new": new}})
+
+    def resume(self, outcome: Outcome) -> list[str]:
+        assert outcome.session is not None
+        return ["-r", outcome.session]
+
+
 # name -> description: a command-hook harness is one class and one line here.
 HARNESSES: dict[str, type[Harness]] = {
-    h.name: h for h in (ClaudeCode, Codex, Copilot, Droid, GeminiCli, QwenCode)
+    h.name: h for h in (ClaudeCode, Codex, Copilot, Droid, GeminiCli, KimiCli, QwenCode)
 }
 
 
@@ -937,5 +1043,6 @@ def in_scratch_home(name: str, installed: Installed, cache: Path) -> Harness:
     from conftest import require
 
     described = HARNESSES[name]
-    require((E2E_BIN / described.executable).exists(), f"the {name} CLI (tests/e2e: npm ci)")
+    where = described.cli_dir() / described.executable
+    require(where.exists(), f"the {name} CLI at {where} (scripts/setup)")
     return described(installed, cache)

@@ -137,6 +137,12 @@ def _copilot() -> CommandHook:
     return copilot
 
 
+def _kimi_cli() -> CommandHook:
+    from . import kimi_cli
+
+    return kimi_cli
+
+
 def _openhands() -> FrameworkHook:
     from . import openhands
 
@@ -186,6 +192,7 @@ HARNESSES: dict[str, Callable[[], CommandHook]] = {
     "qwen-code": _qwen_code,
     "droid": _droid,
     "copilot": _copilot,
+    "kimi-cli": _kimi_cli,
 }
 # Command hooks that a framework's program puts in its own hook config: `hook --harness`.
 FRAMEWORK_HOOKS: dict[str, Callable[[], FrameworkHook]] = {"openhands": _openhands}

@@ -1,5 +1,5 @@
-"""install / uninstall / doctor for a harness that runs our command hook from a JSON
-settings file, written once for every such harness module.
+"""install / uninstall / doctor for a harness that runs our command hook from a settings
+file (JSON, or the module's own format), written once for every such harness module.
 
 The module supplies `NAME`, `LABEL`, `SCOPES` (the first is the default),
 `settings_path(scope, project)`, `FILE_OPTION` (e.g. `--settings`, to name any file),
@@ -10,8 +10,9 @@ config the hook reads observes results, so that a user without them pays no seco
 process per call), `NOTE`
 (printed after install and by doctor) and `conflicts(path) -> list[str]` (why a hook in
 that settings file would not run, e.g. another file overriding it: install refuses, doctor
-reports). A module with another settings shape overrides `read_settings`, `our_commands`,
-`with_ours` or `without_ours` by defining them; one whose settings file is ours alone (a
+reports), `CLI_INSTALL` (the command that installs its CLI, for a CLI not from npm). A
+module with another settings shape overrides `read_settings`, `our_commands`, `with_ours`,
+`without_ours` or `write_settings` by defining them; one whose settings file is ours alone (a
 file of our own in a hooks directory) names in `EMPTY_FILE` what is left of it without our
 hook, and uninstall then deletes the file.
 """
@@ -90,6 +91,12 @@ def _ops(harness: Any, name: str) -> Any:
     return getattr(_settings, name)
 
 
+def _http_ours(harness: Any, settings: Any) -> dict[str, list[dict[str, Any]]]:
+    """Our HTTP hooks in `settings`, where the harness takes them (another settings shape
+    has none)."""
+    return _http_hook.ours(settings) if _http_hook.supports(harness) else {}
+
+
 def _conflicts(harness: Any, path: Path) -> list[str]:
     conflicts = getattr(harness, "conflicts", None)
     return list(conflicts(path)) if conflicts is not None else []
@@ -122,7 +129,7 @@ def install(harness: Any, args: argparse.Namespace) -> int:
     if wanted == settings:
         print(f"{harness.LABEL}: already installed in {path}\n  hook command: {command}{results}")
         return 0
-    saved = _settings.write_settings(path, wanted, backup=not args.no_backup)
+    saved = _ops(harness, "write_settings")(path, wanted, backup=not args.no_backup)
     note = _settings.backup_note(saved, not args.no_backup)
     print(f"{harness.LABEL}: installed in {path}{note}\n  hook command: {command}{results}")
     if getattr(harness, "NOTE", None):
@@ -148,7 +155,7 @@ def uninstall(harness: Any, args: argparse.Namespace) -> int:
         settings = _ops(harness, "read_settings")(path)
     except _settings.SettingsError as exc:
         return error(exc, exc.code)
-    if not _ops(harness, "our_commands")(settings) and not _http_hook.ours(settings):
+    if not _ops(harness, "our_commands")(settings) and not _http_ours(harness, settings):
         print(f"{harness.LABEL}: not installed in {path}; nothing changed")
         return 0
     cleaned = _ops(harness, "without_ours")(settings)
@@ -160,7 +167,7 @@ def uninstall(harness: Any, args: argparse.Namespace) -> int:
         if cleaned == getattr(harness, "EMPTY_FILE", None):  # a file of our own, now empty
             saved = _settings.remove_file(path, backup=backup)
         else:
-            saved = _settings.write_settings(path, cleaned, backup=backup)
+            saved = _ops(harness, "write_settings")(path, cleaned, backup=backup)
         note = _settings.backup_note(saved, backup)
     print(f"{harness.LABEL}: removed from {path}{note}")
     return 0
@@ -170,7 +177,8 @@ def doctor(harness: Any, args: argparse.Namespace) -> int:
     """Where the hook is, that the harness's CLI is there, that the installed command
     answers the harness's probe events, that its config is valid and its store writable."""
     report = _doctor.Report()
-    _doctor.doctor_cli(report, harness.LABEL, harness.CLI, harness.CLI_PACKAGE)
+    install = getattr(harness, "CLI_INSTALL", None)
+    _doctor.doctor_cli(report, harness.LABEL, harness.CLI, harness.CLI_PACKAGE, install)
     if args.file:
         files = [(harness.FILE_OPTION, _chosen(harness, args))]
     else:
@@ -209,7 +217,7 @@ def _doctor_results(
             settings = _ops(harness, "read_settings")(path)
         except _settings.SettingsError:
             continue  # reported with the commands
-        found.update(_ops(harness, "our_commands")(settings), _http_hook.ours(settings))
+        found.update(_ops(harness, "our_commands")(settings), _http_ours(harness, settings))
     missing = [e for e in events if e not in found]
     fix = f"run `dsh-circuit-breaker install {harness.NAME}` again"
     if config.observes_results:

@@ -43,13 +43,17 @@ class Report:
         return 1 if self.problems else 0
 
 
-def doctor_cli(report: Report, label: str, executable: str, package: str) -> None:
-    """The harness's own CLI is on PATH and answers `--version`."""
+def doctor_cli(
+    report: Report, label: str, executable: str, package: str, install: str | None = None
+) -> None:
+    """The harness's own CLI is on PATH and answers `--version`; `install`: how to install
+    it, where not `npm install -g PACKAGE`."""
     found = shutil.which(executable)
     if found is None:
         report.problem(
             f"{label}: the `{executable}` command is not on PATH",
-            f"install {label} (npm install -g {package}), or put its directory on PATH",
+            f"install {label} ({install or f'npm install -g {package}'}), "
+            "or put its directory on PATH",
         )
         return
     try:
