@@ -64,7 +64,7 @@ def test_a_call_under_several_entries_is_checked_against_each() -> None:
 
 
 def test_denied_calls_are_not_counted_against_a_budget() -> None:
-    config = Config(tool_limits={"web_search": 3}, duplicate_limit=1, window=10)
+    config = Config(tool_limits={"web_search": 3}, duplicate_limit=2, window=10)
     breaker = CircuitBreaker(config)
     assert breaker.check("a", "web_search", {"query": "same"}).allowed
     for _ in range(5):  # duplicates, refused: they did not run, so they spend nothing
@@ -75,7 +75,7 @@ def test_denied_calls_are_not_counted_against_a_budget() -> None:
 
 
 def test_rules_run_in_order_cap_budget_duplicate() -> None:
-    config = Config(tool_limits={"t": 2}, max_calls_per_agent=3, duplicate_limit=1)
+    config = Config(tool_limits={"t": 2}, max_calls_per_agent=3, duplicate_limit=2)
     breaker = CircuitBreaker(config)
     assert breaker.check("a", "t", "A").allowed
     assert breaker.check("a", "t", "B").allowed
@@ -109,31 +109,31 @@ def kinds(decisions: list[Decision]) -> list[str]:
 def test_stop_on_the_nth_refusal_in_a_row_and_every_one_after() -> None:
     breaker = CircuitBreaker()  # the default: 3
     decisions = [breaker.check("a", "bash", {"command": "ls"}) for _ in range(11)]
-    assert kinds(decisions) == ["ok"] * 6 + ["deny"] * 2 + ["stop"] * 3
-    stop = decisions[8]
+    assert kinds(decisions) == ["ok"] * 5 + ["deny"] * 2 + ["stop"] * 4
+    stop = decisions[7]
     assert (stop.kind, stop.count, stop.limit) == ("duplicate", 6, 6)  # the refusal as usual
-    assert stop.message == decisions[6].message
+    assert stop.message == decisions[5].message
     assert stop.stop_reason == DEFAULT_MESSAGES["stop"].format(
         tool="bash", kind="duplicate", count=3, limit=3
     )
     assert "this agent is being stopped" in stop.stop_reason
-    assert all(d.stop_reason is None for d in decisions[:8])
+    assert all(d.stop_reason is None for d in decisions[:7])
 
 
 def test_an_allowed_call_ends_the_run_of_refusals() -> None:
     breaker = CircuitBreaker(Config(stop_after_denials=3))
     ls = {"command": "ls"}
-    decisions = [breaker.check("a", "bash", ls) for _ in range(8)]  # 6 run, 2 refused
+    decisions = [breaker.check("a", "bash", ls) for _ in range(7)]  # 5 run, 2 refused
     decisions.append(breaker.check("a", "bash", {"command": "pwd"}))  # a new call: allowed
     decisions += [breaker.check("a", "bash", ls) for _ in range(3)]  # ls counts afresh
-    decisions += [breaker.check("a", "bash", {"command": "pwd"}) for _ in range(8)]  # 5 more run
+    decisions += [breaker.check("a", "bash", {"command": "pwd"}) for _ in range(8)]  # 4 more run
     assert kinds(decisions) == (
-        ["ok"] * 6 + ["deny"] * 2 + ["ok"] + ["ok"] * 3 + ["ok"] * 5 + ["deny"] * 2 + ["stop"]
+        ["ok"] * 5 + ["deny"] * 2 + ["ok"] + ["ok"] * 3 + ["ok"] * 4 + ["deny"] * 2 + ["stop"] * 2
     )
 
 
 def test_refusals_of_any_kind_add_up_to_a_stop() -> None:
-    config = Config(tool_limits={"web_search": 1}, duplicate_limit=1, max_calls_per_agent=3)
+    config = Config(tool_limits={"web_search": 1}, duplicate_limit=2, max_calls_per_agent=3)
     breaker = CircuitBreaker(config)
     assert breaker.check("a", "web_search", {"query": "q"}).allowed
     assert breaker.check("a", "bash", "ls").allowed
@@ -159,17 +159,17 @@ def test_stop_after_denials_zero_never_stops() -> None:
     breaker = CircuitBreaker(Config(stop_after_denials=0))
     decisions = [breaker.check("a", "t", {}) for _ in range(50)]
     assert not any(d.stop for d in decisions)
-    assert sum(not d.allowed for d in decisions) == 44
+    assert sum(not d.allowed for d in decisions) == 45
 
 
 def test_stop_after_one_denial() -> None:
-    breaker = CircuitBreaker(Config(stop_after_denials=1, duplicate_limit=1))
+    breaker = CircuitBreaker(Config(stop_after_denials=1, duplicate_limit=2))
     assert breaker.check("a", "t", {}).allowed
     assert breaker.check("a", "t", {}).stop
 
 
 def test_unguarded_and_unjudged_calls_do_not_end_a_run_of_refusals() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1))
+    breaker = CircuitBreaker(Config(duplicate_limit=2))
     assert breaker.check("a", "t", "A").allowed
     assert not breaker.check("a", "t", "A").allowed
     assert breaker.check("a", "todo_write", {"x": 1}).allowed  # exempt: invisible
@@ -179,7 +179,7 @@ def test_unguarded_and_unjudged_calls_do_not_end_a_run_of_refusals() -> None:
 
 
 def test_each_agent_has_its_own_run_of_refusals() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1))
+    breaker = CircuitBreaker(Config(duplicate_limit=2))
     for agent in ("a", "b"):
         assert breaker.check(agent, "t", {}).allowed
     assert [breaker.check("a", "t", {}).stop for _ in range(2)] == [False, False]
@@ -188,7 +188,7 @@ def test_each_agent_has_its_own_run_of_refusals() -> None:
 
 
 def test_a_reset_ends_the_run_of_refusals() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1))
+    breaker = CircuitBreaker(Config(duplicate_limit=2))
     assert breaker.check("a", "t", {}).allowed
     assert [breaker.check("a", "t", {}).stop for _ in range(2)] == [False, False]
     breaker.reset("a")
@@ -228,11 +228,11 @@ def test_incident_log_has_the_first_budget_and_the_first_stop(tmp_path: Path) ->
 
 def test_a_first_denial_that_is_also_the_first_stop_logs_both(tmp_path: Path) -> None:
     log = tmp_path / "incidents.jsonl"
-    breaker = CircuitBreaker(Config(stop_after_denials=1, duplicate_limit=1, incident_log=str(log)))
+    breaker = CircuitBreaker(Config(stop_after_denials=1, duplicate_limit=2, incident_log=str(log)))
     breaker.check("a", "t", {})
     breaker.check("a", "t", {})
     assert [(e["kind"], e["count"], e["limit"]) for e in lines(log)] == [
-        ("duplicate", 1, 1),
+        ("duplicate", 2, 2),
         ("stop", 1, 1),
     ]
 
@@ -297,7 +297,7 @@ def test_custom_budget_and_stop_texts_use_the_placeholders() -> None:
     assert first.message == second.message == "web_search: 1/1 (budget)"
     assert second.stop_reason == "halt web_search x2"
     # One string serves every kind, the stop text included.
-    breaker = CircuitBreaker(Config(duplicate_limit=1, deny_message="no {tool}"))
+    breaker = CircuitBreaker(Config(duplicate_limit=2, deny_message="no {tool}"))
     decisions = [breaker.check("a", "t", {}) for _ in range(4)]
     assert decisions[3].message == decisions[3].stop_reason == "no t"
 
@@ -306,7 +306,7 @@ def test_custom_budget_and_stop_texts_use_the_placeholders() -> None:
 
 
 def test_agent_stopped_carries_the_decision_and_pickles() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1, stop_after_denials=1))
+    breaker = CircuitBreaker(Config(duplicate_limit=2, stop_after_denials=1))
     breaker.check("a", "t", {})
     decision = breaker.check("a", "t", {})
     error = AgentStopped(decision, "a")

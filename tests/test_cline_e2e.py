@@ -196,7 +196,7 @@ def test_a_repeated_cycle_is_refused_then_the_breaker_stops_the_run(
 @pytest.mark.parametrize("limit", [None, 3])
 def test_identical_calls_in_a_row(cline: Path, installed: Installed, limit: int | None) -> None:
     # The probe, ten identical calls: Cline's own guard ends the run at the fifth, before
-    # the breaker's default limit of six; with duplicateLimit 3 the breaker refuses first.
+    # the breaker's default limit of six; with duplicateLimit 4 the breaker refuses first.
     run = Run(installed, None if limit is None else {"duplicateLimit": limit})
     side = run.work / "side.txt"
     calls = [run_commands(f"echo cbprobe4 >> {side}") for _ in range(10)]
@@ -218,8 +218,8 @@ def test_with_result_progress_a_moving_poll_runs_on_and_a_frozen_one_is_refused(
     cline: Path, installed: Installed
 ) -> None:
     # The plugin's afterTool reports each allowed call's result. Cline ends a run at the
-    # fifth identical call in a row itself, so duplicateLimit 3 here: four copies of each.
-    run = Run(installed, {**CONFIG, "duplicateLimit": 3})
+    # fifth identical call in a row itself, so duplicateLimit 4 here: four copies of each.
+    run = Run(installed, {**CONFIG, "duplicateLimit": 4})
     moving, frozen = run.work / "moving.count", run.work / "frozen.count"
     calls = [run_commands(poll(moving, True)) for _ in range(4)]
     calls += [run_commands(poll(frozen, False)) for _ in range(4)]

@@ -98,7 +98,7 @@ def test_reinstall_backs_up_and_foreign_files_are_never_touched(
     assert run_cli(env, "install", "cline").returncode == 0
     path = loader_of(env)
     config = tmp_path / "c.toml"
-    config.write_text("duplicateLimit = 4\n")
+    config.write_text("duplicateLimit = 5\n")
     again = run_cli(env, "install", "cline", "--config", str(config), "--state", "memory://")
     assert "backup:" in again.stdout
     assert parse_loader(path.read_text(encoding="utf-8"))["configFile"] == str(config)
@@ -184,7 +184,7 @@ def skipped(result: Any) -> bool:
 
 def test_a_new_run_of_the_main_agent_starts_it_afresh(tmp_path: Path) -> None:
     config = tmp_path / "breaker.json"
-    config.write_text('{"duplicateLimit": 2}')
+    config.write_text('{"duplicateLimit": 3}')
     steps = [
         ["beforeRun", ROOT],
         *[call(ROOT)] * 3,  # two run, the third is skipped
@@ -220,7 +220,7 @@ def test_a_missing_interpreter_allows_every_call_with_a_warning(tmp_path: Path) 
 
 def test_the_third_refusal_in_a_row_also_stops_the_run(tmp_path: Path) -> None:
     config = tmp_path / "breaker.json"
-    config.write_text('{"duplicateLimit": 1}')
+    config.write_text('{"duplicateLimit": 2}')
     out = drive(tmp_path, [call(ROOT)] * 5 + [call(ROOT, "echo new")], configFile=str(config))
     out = out["out"][1:]
     assert out[0] is None
@@ -237,6 +237,6 @@ def test_the_third_refusal_in_a_row_also_stops_the_run(tmp_path: Path) -> None:
 
 def test_stop_after_denials_zero_only_skips(tmp_path: Path) -> None:
     config = tmp_path / "breaker.json"
-    config.write_text('{"duplicateLimit": 1, "stopAfterDenials": 0}')
+    config.write_text('{"duplicateLimit": 2, "stopAfterDenials": 0}')
     out = drive(tmp_path, [call(ROOT)] * 5, configFile=str(config))["out"][1:]
     assert [o is None or sorted(o) for o in out] == [True, *[["reason", "skip"]] * 4]

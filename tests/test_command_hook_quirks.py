@@ -110,7 +110,7 @@ def test_copilot_reinstall_and_uninstall(scratch: Any) -> None:
     hooks = h.hooks_file.parent
     (hooks / "others.json").write_text('{"version": 1, "hooks": {}}')
     config = h.home / "other-config.json"
-    config.write_text('{"duplicateLimit": 3}')
+    config.write_text('{"duplicateLimit": 4}')
     # A reinstall with other options leaves a backup of our file beside it, which Copilot
     # must not load as a second hook.
     assert "backup:" in h.install("--config", str(config)).stdout

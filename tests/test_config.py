@@ -117,9 +117,9 @@ def test_literal_braces_are_allowed_in_messages() -> None:
 
 def test_format_specs_within_bounds_still_work() -> None:
     config = Config(deny_message="[{tool:>8}] {count:03d}/{limit:<4}| {kind!r:.3}")
-    breaker = CircuitBreaker(config.replace(duplicate_limit=1, window=1))
+    breaker = CircuitBreaker(config.replace(duplicate_limit=2, window=2))
     breaker.check("a", "bash", {})
-    assert breaker.check("a", "bash", {}).message == "[    bash] 001/1   | 'du"
+    assert breaker.check("a", "bash", {}).message == "[    bash] 002/2   | 'du"
 
 
 def test_hostile_format_spec_is_refused_at_once() -> None:
@@ -130,7 +130,7 @@ def test_hostile_format_spec_is_refused_at_once() -> None:
 
 
 def test_a_long_tool_name_is_cut_in_the_message() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1, window=1))
+    breaker = CircuitBreaker(Config(duplicate_limit=2, window=2))
     tool = "t" * 1_000_000
     breaker.check("a", tool, {})
     message = breaker.check("a", tool, {}).message

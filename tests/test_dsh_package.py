@@ -114,7 +114,7 @@ def test_dsh_plugin_add_installs_the_package_offline_and_the_breaker_guards(
     # The bundle layer comes before the profile's own patch file, so a row there
     # configures the entry (and, replacing its whole config, names the interpreter).
     patch = session.home / "profiles" / "sdk" / "cordis.patch.yml"
-    override = {"duplicateLimit": 3, "python": python()}
+    override = {"duplicateLimit": 4, "python": python()}
     patch.write_text(f"- id: {PLUGIN_ID}\n  config: {json.dumps(override)}\n")
     side = session.work / "side.txt"
     call = tool_use("bash", {"command": f"echo probe >> {side}", "description": "Probe"})

@@ -223,7 +223,7 @@ def test_override_row_in_later_layer_configures_installed_plugin(
     # `- id: circuit-breaker` row, which replaces the entry's whole config (so the
     # interpreter comes from the sidecar that install wrote).
     install_dsh(installed, session)
-    (session.home / "cordis.patch.yml").write_text(override_row({"duplicateLimit": 3}))
+    (session.home / "cordis.patch.yml").write_text(override_row({"duplicateLimit": 4}))
     side = session.work / "side.txt"
     run = session.run([probe(i, side) for i in range(1, 6)])
 
@@ -282,7 +282,7 @@ def test_denial_is_final_even_if_an_outer_listener_overrules_it(session: DshSess
         "overrule.yml",
         insert_row_for(OVERRULE_PLUGIN, {"path": str(overruled)}, "test-overrule"),
     )
-    session.add_patch("breaker.yml", insert_row({"python": python(), "duplicateLimit": 2}))
+    session.add_patch("breaker.yml", insert_row({"python": python(), "duplicateLimit": 3}))
     side = session.work / "side.txt"
     run = session.run([probe(i, side) for i in range(1, 5)])
 
@@ -311,7 +311,7 @@ def test_cap_refuses_every_further_call_but_exempt_tools_pass(session: DshSessio
 def test_guard_killed_mid_run_is_restarted_once_then_calls_pass_unchecked(
     session: DshSession,
 ) -> None:
-    session.add_patch("breaker.yml", insert_row({"python": python(), "duplicateLimit": 3}))
+    session.add_patch("breaker.yml", insert_row({"python": python(), "duplicateLimit": 4}))
     side = session.work / "side.txt"
     killed: list[int] = []
 
@@ -349,7 +349,7 @@ def test_hung_guard_costs_two_budgets_then_a_fresh_guard_takes_over(
     session: DshSession,
 ) -> None:
     session.add_patch(
-        "breaker.yml", insert_row({"python": python(), "duplicateLimit": 3, "timeoutMs": 400})
+        "breaker.yml", insert_row({"python": python(), "duplicateLimit": 4, "timeoutMs": 400})
     )
     side = session.work / "side.txt"
     stopped: list[int] = []
@@ -385,7 +385,7 @@ def test_hung_guard_costs_two_budgets_then_a_fresh_guard_takes_over(
 
 def test_missing_guard_interpreter_fails_open_with_warnings(session: DshSession) -> None:
     session.add_patch(
-        "breaker.yml", insert_row({"python": "/nonexistent/python3", "duplicateLimit": 2})
+        "breaker.yml", insert_row({"python": "/nonexistent/python3", "duplicateLimit": 3})
     )
     side = session.work / "side.txt"
     run = session.run([probe(i, side) for i in range(1, 6)])
@@ -411,7 +411,7 @@ def test_bad_config_fails_loudly_at_startup_naming_the_key(session: DshSession) 
 def test_a_new_user_prompt_starts_the_agent_afresh(session: DshSession, reset: bool) -> None:
     session.add_patch(
         "breaker.yml",
-        insert_row({"python": python(), "duplicateLimit": 2, "resetOnUserPrompt": reset}),
+        insert_row({"python": python(), "duplicateLimit": 3, "resetOnUserPrompt": reset}),
     )
     side = session.work / "side.txt"
     first = [probe(i, side) for i in range(1, 4)] + ["Stopped: the breaker refused it."]
@@ -444,7 +444,7 @@ def test_looping_subagent_is_stopped_while_its_parent_goes_on(session: DshSessio
     log = session.root / "incidents.jsonl"
     session.add_patch(
         "breaker.yml",
-        insert_row({"python": python(), "duplicateLimit": 3, "incidentLog": str(log)}),
+        insert_row({"python": python(), "duplicateLimit": 4, "incidentLog": str(log)}),
     )
     side = session.work / "side.txt"
     command = f"echo cbprobe4 >> {side}"

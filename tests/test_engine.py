@@ -25,16 +25,19 @@ def first_denial(results: list[bool]) -> int | None:
     return next((i for i, ok in enumerate(results, start=1) if not ok), None)
 
 
-def test_probe_with_rewritten_description_is_stopped_after_six() -> None:
+def test_probe_with_rewritten_description_is_refused_at_the_sixth_call() -> None:
+    # The original plugin's README: asked to run `echo cbprobe4` ten times, "the sixth call
+    # was denied". `count` counts the refused call too.
     breaker = CircuitBreaker()
     decisions = [breaker.check("a", "bash", args) for args in probe_calls()]
-    assert [d.allowed for d in decisions] == [True] * 6 + [False] * 4
-    denied = decisions[6]
+    assert [d.allowed for d in decisions] == [True] * 5 + [False] * 5
+    denied = decisions[5]
     assert denied.kind == "duplicate"
     assert (denied.count, denied.limit) == (6, 6)
     assert denied.message is not None
-    assert "bash" in denied.message and "(runs: 6, limit: 6)" in denied.message
-    assert all(d.message is None and d.kind is None for d in decisions[:6])
+    assert "bash" in denied.message and "(copies: 6, limit: 6)" in denied.message
+    assert all(d.message is None and d.kind is None for d in decisions[:5])
+    assert [d.count for d in decisions[:5]] == [1, 2, 3, 4, 5]
 
 
 def test_probe_without_ignore_args_is_never_denied() -> None:
@@ -43,20 +46,20 @@ def test_probe_without_ignore_args_is_never_denied() -> None:
 
 
 def test_argument_order_never_changes_the_key() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5))
+    breaker = CircuitBreaker(Config(duplicate_limit=2, window=5))
     assert breaker.check("a", "t", {"x": 1, "y": {"p": [1, 2], "q": {"m": 1, "n": 2}}}).allowed
     second = breaker.check("a", "t", {"y": {"q": {"n": 2, "m": 1}, "p": [1, 2]}, "x": 1})
     assert not second.allowed
 
 
 def test_list_order_does_change_the_key() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5))
+    breaker = CircuitBreaker(Config(duplicate_limit=2, window=5))
     assert breaker.check("a", "t", {"p": [1, 2]}).allowed
     assert breaker.check("a", "t", {"p": [2, 1]}).allowed
 
 
 def test_ignore_args_is_top_level_only() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5))
+    breaker = CircuitBreaker(Config(duplicate_limit=2, window=5))
     assert breaker.check("a", "t", {"q": 1, "description": "x"}).allowed
     assert not breaker.check("a", "t", {"q": 1, "description": "y"}).allowed
     assert breaker.check("a", "t", {"q": {"description": "x"}}).allowed
@@ -64,7 +67,7 @@ def test_ignore_args_is_top_level_only() -> None:
 
 
 def test_same_arguments_different_tools_are_different_calls() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5))
+    breaker = CircuitBreaker(Config(duplicate_limit=2, window=5))
     assert breaker.check("a", "read_file", {"path": "x"}).allowed
     assert breaker.check("a", "write_file", {"path": "x"}).allowed
 
@@ -118,7 +121,7 @@ def _cycle() -> dict[str, Any]:
     ],
 )
 def test_unserializable_arguments_are_allowed_and_not_counted(arguments: Any) -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5, max_calls_per_agent=1))
+    breaker = CircuitBreaker(Config(duplicate_limit=2, window=5, max_calls_per_agent=1))
     for _ in range(5):
         decision = breaker.check("a", "t", arguments)
         assert decision.allowed
@@ -127,18 +130,18 @@ def test_unserializable_arguments_are_allowed_and_not_counted(arguments: Any) ->
 
 
 def test_int_key_does_not_collide_with_string_key() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5))
+    breaker = CircuitBreaker(Config(duplicate_limit=2, window=5))
     assert breaker.check("a", "t", {"1": "x"}).allowed
     assert breaker.check("a", "t", {1: "x"}).allowed
 
 
 def test_raw_string_arguments_are_compared_as_strings() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=2, window=5))
+    breaker = CircuitBreaker(Config(duplicate_limit=3, window=5))
     assert run(breaker, [("t", "{not json")] * 3) == [True, True, False]
 
 
 def test_denied_calls_are_not_counted_and_do_not_enter_the_window() -> None:
-    config = Config(duplicate_limit=2, window=4, reset_on_new_call=False, max_calls_per_agent=5)
+    config = Config(duplicate_limit=3, window=4, reset_on_new_call=False, max_calls_per_agent=5)
     breaker = CircuitBreaker(config)
     assert run(breaker, [("t", "A")] * 2) == [True, True]
     # Many denials of A: they must neither use up the cap nor push B/C/D out of the window.
@@ -151,7 +154,7 @@ def test_denied_calls_are_not_counted_and_do_not_enter_the_window() -> None:
 
 
 def test_a_repeat_ages_out_of_the_window() -> None:
-    config = Config(duplicate_limit=2, window=4, reset_on_new_call=False)
+    config = Config(duplicate_limit=3, window=4, reset_on_new_call=False)
     breaker = CircuitBreaker(config)
     assert run(breaker, [("t", "A"), ("t", "A")]) == [True, True]
     assert not breaker.check("agent", "t", "A").allowed
@@ -173,29 +176,48 @@ def test_edit_test_cycle_is_never_denied_by_default() -> None:
     assert all(run(CircuitBreaker(), edit_test_cycle()))
 
 
-def test_edit_test_cycle_is_denied_on_seventh_run_with_the_original_rule() -> None:
+def test_edit_test_cycle_is_denied_on_sixth_run_with_the_original_rule() -> None:
     results = run(CircuitBreaker(Config(reset_on_new_call=False)), edit_test_cycle())
-    assert first_denial(results) == 13  # the 7th test run: calls 1, 3, ..., 13
+    assert first_denial(results) == 11  # the 6th test run: calls 1, 3, ..., 11
 
 
-def test_straight_repeat_denied_on_seventh_copy() -> None:
-    assert first_denial(run(CircuitBreaker(), [("t", "A")] * 20)) == 7
+def test_straight_repeat_denied_on_sixth_copy() -> None:
+    assert first_denial(run(CircuitBreaker(), [("t", "A")] * 20)) == 6
 
 
-def test_two_cycle_denied_on_fourteenth_call() -> None:
+def test_two_cycle_is_a_frozen_cycle_refused_at_the_seventh_call() -> None:
+    # Rule 5: A B, three rounds, no result between: the call that would start a fourth.
     calls = [("t", "AB"[i % 2]) for i in range(30)]
-    assert first_denial(run(CircuitBreaker(), calls)) == 14
+    breaker = CircuitBreaker()
+    decisions = [breaker.check("agent", tool, args) for tool, args in calls[:7]]
+    assert [d.allowed for d in decisions] == [True] * 6 + [False]
+    refused = decisions[6]
+    assert (refused.kind, refused.count, refused.limit) == ("duplicate", 3, 3)
+    assert refused.message is not None
+    assert "a frozen cycle (the same 2 calls, rounds: 3, limit: 3" in refused.message
 
 
-def test_three_cycle_denied_on_twenty_first_call() -> None:
-    # C (call 3) is the last new call; C then runs at 3, 6, ..., 18 (six copies): call 21 is
-    # the 7th. A and B made only five counted copies by then.
+def test_three_cycle_is_a_frozen_cycle_refused_at_the_tenth_call() -> None:
     calls = [("t", "ABC"[i % 3]) for i in range(40)]
-    assert first_denial(run(CircuitBreaker(), calls)) == 21
+    assert first_denial(run(CircuitBreaker(), calls)) == 10
+
+
+def test_a_cycle_refused_leaves_the_agent_free_to_change_course() -> None:
+    breaker = CircuitBreaker()
+    assert run(breaker, [("t", "AB"[i % 2]) for i in range(6)]) == [True] * 6
+    assert not breaker.check("agent", "t", "A").allowed
+    assert breaker.check("agent", "t", "B").allowed  # not the block's next call
+    assert breaker.check("agent", "t", "C").allowed
+
+
+def test_a_cycle_of_one_key_is_rule_four_not_rule_five() -> None:
+    # AAB AAB AAB: a block with two keys, one of them twice; A A alone is not a block.
+    calls = [("t", "AAB"[i % 3]) for i in range(12)]
+    assert first_denial(run(CircuitBreaker(), calls)) == 10
 
 
 def test_new_call_resets_the_count() -> None:
-    calls = [("t", "A")] * 6 + [("t", "NEW")] + [("t", "A")] * 6
+    calls = [("t", "A")] * 5 + [("t", "NEW")] + [("t", "A")] * 5
     assert all(run(CircuitBreaker(), calls))
 
 
@@ -220,7 +242,7 @@ def test_cap_zero_disables() -> None:
 
 
 def test_only_overrides_exempt_and_wildcards_match() -> None:
-    config = Config(duplicate_limit=1, exempt=("mcp__*",), only=("mcp__fs__*", "bash"))
+    config = Config(duplicate_limit=2, exempt=("mcp__*",), only=("mcp__fs__*", "bash"))
     breaker = CircuitBreaker(config)
     assert breaker.check("a", "mcp__fs__read", {}).allowed
     assert not breaker.check("a", "mcp__fs__read", {}).allowed
@@ -229,21 +251,21 @@ def test_only_overrides_exempt_and_wildcards_match() -> None:
 
 
 def test_exempt_wildcard() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1, exempt=("todo_*",)))
+    breaker = CircuitBreaker(Config(duplicate_limit=2, exempt=("todo_*",)))
     assert all(breaker.check("a", "todo_write", {}).allowed for _ in range(5))
     assert breaker.check("a", "todo", {}).allowed
     assert not breaker.check("a", "todo", {}).allowed
 
 
 def test_wildcard_is_the_only_special_character() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1, exempt=("a?c", "[x]")))
+    breaker = CircuitBreaker(Config(duplicate_limit=2, exempt=("a?c", "[x]")))
     assert breaker.check("a", "abc", {}).allowed
     assert not breaker.check("a", "abc", {}).allowed
     assert all(breaker.check("a", "[x]", {}).allowed for _ in range(3))
 
 
 def test_unguarded_calls_are_invisible() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=2, max_calls_per_agent=3))
+    breaker = CircuitBreaker(Config(duplicate_limit=3, max_calls_per_agent=3))
     # An exempt call between repeats must not count as a new call (resetting the count)...
     calls = [("t", "A"), ("todo_write", {"n": 1}), ("t", "A"), ("todo_write", {"n": 2})]
     assert all(run(breaker, calls))
@@ -254,14 +276,14 @@ def test_unguarded_calls_are_invisible() -> None:
 
 
 def test_disabled_allows_and_records_nothing() -> None:
-    breaker = CircuitBreaker(Config(enabled=False, duplicate_limit=1, max_calls_per_agent=1))
+    breaker = CircuitBreaker(Config(enabled=False, duplicate_limit=2, max_calls_per_agent=1))
     assert all(breaker.check("a", "t", {}).allowed for _ in range(10))
 
 
 def test_agents_are_isolated() -> None:
     breaker = CircuitBreaker()
-    assert run(breaker, [("t", "A")] * 6, agent="one") == [True] * 6
-    assert run(breaker, [("t", "A")] * 6, agent="two") == [True] * 6
+    assert run(breaker, [("t", "A")] * 5, agent="one") == [True] * 5
+    assert run(breaker, [("t", "A")] * 5, agent="two") == [True] * 5
     assert not breaker.check("one", "t", "A").allowed
     assert not breaker.check("two", "t", "A").allowed
 
@@ -274,7 +296,7 @@ class Agent:
 def test_agent_objects_are_isolated_and_freed_when_collected() -> None:
     breaker = CircuitBreaker()
     first, second = Agent("x"), Agent("x")
-    assert run(breaker, [("t", "A")] * 6, agent=first) == [True] * 6
+    assert run(breaker, [("t", "A")] * 5, agent=first) == [True] * 5
     assert breaker.check(second, "t", "A").allowed
     assert not breaker.check(first, "t", "A").allowed
     assert len(list(breaker.store.agents())) == 2
@@ -284,7 +306,7 @@ def test_agent_objects_are_isolated_and_freed_when_collected() -> None:
 
 
 def test_agents_that_cannot_be_weakly_referenced_still_work() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1))
+    breaker = CircuitBreaker(Config(duplicate_limit=2))
     unhashable: dict[str, Any] = {"no": "id"}
     for agent in [("tuple", 1), 42, unhashable, ["list"]]:
         assert breaker.check(agent, "t", {}).allowed
@@ -292,7 +314,7 @@ def test_agents_that_cannot_be_weakly_referenced_still_work() -> None:
 
 
 def test_reset_forgets_object_agent_state() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1))
+    breaker = CircuitBreaker(Config(duplicate_limit=2))
     agent = Agent("x")
     assert breaker.check(agent, "t", {}).allowed
     assert not breaker.check(agent, "t", {}).allowed
@@ -312,11 +334,11 @@ def test_parallel_batch_of_agents_never_interferes() -> None:
         t.start()
     for t in threads:
         t.join()
-    assert all(r == [True] * 6 + [False] * 4 for r in outcome.values())
+    assert all(r == [True] * 5 + [False] * 5 for r in outcome.values())
 
 
 def test_two_threads_on_one_agent_never_lose_a_count() -> None:
-    breaker = CircuitBreaker(Config(max_calls_per_agent=1000, duplicate_limit=6, window=2000))
+    breaker = CircuitBreaker(Config(max_calls_per_agent=1000, duplicate_limit=7, window=2000))
     allowed: list[int] = []
 
     def hammer(offset: int) -> None:
@@ -350,27 +372,27 @@ def test_internal_error_fails_open_with_a_warning(caplog: pytest.LogCaptureFixtu
 
 
 def test_unknown_tool_name_type_fails_open() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1))
+    breaker = CircuitBreaker(Config(duplicate_limit=2))
     assert breaker.check("a", None, {}).allowed  # type: ignore[arg-type]
     assert breaker.check("a", None, {}).allowed  # type: ignore[arg-type]
 
 
 def test_custom_deny_messages_use_placeholders() -> None:
     config = Config(
-        duplicate_limit=1,
+        duplicate_limit=2,
         max_calls_per_agent=2,
         deny_message={"duplicate": "{kind}: {tool} x{count}/{limit}", "cap": "capped at {limit}"},
     )
     breaker = CircuitBreaker(config)
     breaker.check("a", "t", "A")
-    assert breaker.check("a", "t", "A").message == "duplicate: t x1/1"
+    assert breaker.check("a", "t", "A").message == "duplicate: t x2/2"
     breaker.check("a", "t", "B")
     assert breaker.check("a", "t", "C").message == "capped at 2"
 
 
 def test_single_deny_message_serves_both_kinds() -> None:
     breaker = CircuitBreaker(
-        Config(duplicate_limit=1, max_calls_per_agent=2, deny_message="no {tool}")
+        Config(duplicate_limit=2, max_calls_per_agent=2, deny_message="no {tool}")
     )
     breaker.check("a", "t", "A")
     assert breaker.check("a", "t", "A").message == "no t"
@@ -384,7 +406,7 @@ def test_decision_json_roundtrip_of_config() -> None:
 
 
 def test_denial_texts_read_right_for_a_limit_of_one() -> None:
-    duplicate = CircuitBreaker(Config(duplicate_limit=1, window=1))
+    duplicate = CircuitBreaker(Config(duplicate_limit=2, window=2))
     cap = CircuitBreaker(Config(max_calls_per_agent=1))
     texts = []
     for breaker in (duplicate, cap):
@@ -394,16 +416,18 @@ def test_denial_texts_read_right_for_a_limit_of_one() -> None:
         texts.append(denied.message)
     for text in texts:
         assert not re.search(r"\b1 (time|call|tool call|identical call)s\b", text), text
-        assert "1, limit: 1)" in text  # the count and the limit are still said
+    # the count and the limit are still said (a duplicate's count includes the refused call)
+    assert "copies: 2, limit: 2)" in texts[0]
+    assert "made: 1, limit: 1)" in texts[1]
 
 
 def test_large_limits_count_exactly() -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=100, window=100))
+    breaker = CircuitBreaker(Config(duplicate_limit=101, window=101))
     decisions = [breaker.check("a", "t", {}) for _ in range(101)]
     assert [(d.allowed, d.count, d.limit) for d in decisions[:100]] == [
-        (True, n, 100) for n in range(1, 101)
+        (True, n, 101) for n in range(1, 101)
     ]
-    assert (decisions[100].kind, decisions[100].count) == ("duplicate", 100)
+    assert (decisions[100].kind, decisions[100].count) == ("duplicate", 101)
 
 
 def test_building_a_breaker_does_not_grow_with_its_limits() -> None:

@@ -68,7 +68,7 @@ def check(agent: str, command: str, step: int, **extra: Any) -> dict[str, Any]:
 def test_hello_then_duplicate_denial_with_the_spec_text(guard: Guard, tmp_path: Path) -> None:
     log = tmp_path / "incidents.jsonl"
     hello = guard.ask(
-        {"op": "hello", "id": 0, "config": {"duplicateLimit": 2, "incidentLog": str(log)}}
+        {"op": "hello", "id": 0, "config": {"duplicateLimit": 3, "incidentLog": str(log)}}
     )
     assert hello["ok"] is True and hello["id"] == 0
     assert hello["config"]["duplicateLimit"] == 2
@@ -97,14 +97,14 @@ def test_hello_then_duplicate_denial_with_the_spec_text(guard: Guard, tmp_path: 
 
 
 def test_bad_config_is_refused_naming_the_key_and_the_old_config_stays(guard: Guard) -> None:
-    assert guard.ask({"op": "hello", "id": 1, "config": {"duplicateLimit": 2}})["ok"]
-    refused = guard.ask({"op": "hello", "id": 2, "config": {"duplicateLimit": 2, "window": 1}})
+    assert guard.ask({"op": "hello", "id": 1, "config": {"duplicateLimit": 3}})["ok"]
+    refused = guard.ask({"op": "hello", "id": 2, "config": {"duplicateLimit": 3, "window": 1}})
     assert refused["ok"] is False and "window" in refused["error"]
     unknown = guard.ask({"op": "hello", "id": 3, "config": {"dupLimit": 2}})
     assert unknown["ok"] is False and "dupLimit" in unknown["error"]
     guard.ask(check("a", "ls", 4))
     guard.ask(check("a", "ls", 5))
-    assert guard.ask(check("a", "ls", 6))["allowed"] is False  # still duplicateLimit 2
+    assert guard.ask(check("a", "ls", 6))["allowed"] is False  # still duplicateLimit 3
 
 
 def test_bad_input_never_denies_and_never_kills_the_guard(guard: Guard) -> None:
@@ -122,7 +122,7 @@ def test_agents_without_id_are_logged_by_their_field_names(tmp_path: Path) -> No
     server = GuardServer()
     server.handle_line(
         json.dumps(
-            {"op": "hello", "config": {"duplicateLimit": 1, "incidentLog": str(log)}}
+            {"op": "hello", "config": {"duplicateLimit": 2, "incidentLog": str(log)}}
         ).encode()
     )
     request = {"anon": "anon:1", "agentKeys": ["loopCtx", "name"], "tool": "t", "arguments": {}}
@@ -139,7 +139,7 @@ def test_agents_without_id_are_logged_by_their_field_names(tmp_path: Path) -> No
 
 def test_forget_by_id_resets_that_agent_only() -> None:
     server = GuardServer()
-    server.handle_line(b'{"op": "hello", "config": {"duplicateLimit": 1}}')
+    server.handle_line(b'{"op": "hello", "config": {"duplicateLimit": 2}}')
     call = {"agent": "s1", "tool": "t", "arguments": {"a": 1}}
     assert server.handle_line(json.dumps(call).encode()) == {"allowed": True}
     assert server.handle_line(json.dumps({**call, "agent": "s2"}).encode()) == {"allowed": True}
@@ -149,7 +149,7 @@ def test_forget_by_id_resets_that_agent_only() -> None:
 
 
 def test_cli_flags_configure_the_guard_without_hello() -> None:
-    g = Guard("--config-json", '{"duplicateLimit": 1}')
+    g = Guard("--config-json", '{"duplicateLimit": 2}')
     try:
         assert g.ask(check("a", "ls", 1))["allowed"] is True
         assert g.ask(check("a", "ls", 2))["allowed"] is False
@@ -299,7 +299,7 @@ def test_a_harness_hello_loads_the_config_its_command_hook_would(
     # reads the user's config file as the command hooks do, with the harness's spellings.
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     config = tmp_path / "breaker.json"
-    config.write_text(json.dumps({"duplicateLimit": 2, "state": f"sqlite:///{tmp_path}/s.db"}))
+    config.write_text(json.dumps({"duplicateLimit": 3, "state": f"sqlite:///{tmp_path}/s.db"}))
     server = GuardServer()
     hello = {"op": "hello", "id": 0, "harness": "cline", "configFile": str(config), "config": {}}
     reply = server.handle_line(json.dumps(hello).encode())

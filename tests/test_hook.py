@@ -177,7 +177,7 @@ def test_memory_state_is_refused_with_one_line(tmp_path: Path, how: str) -> None
 
 def test_config_file_and_state_url_options(tmp_path: Path) -> None:
     toml = tmp_path / "cb.toml"
-    toml.write_text('duplicateLimit = 2\nwindow = 10\nincidentLog = ""\n')
+    toml.write_text('duplicateLimit = 3\nwindow = 10\nincidentLog = ""\n')
     state = tmp_path / "elsewhere" / "s.db"
     env = hook_env(tmp_path)
     outs = [
@@ -189,7 +189,7 @@ def test_config_file_and_state_url_options(tmp_path: Path) -> None:
     assert not (state_dir(tmp_path) / "incidents.jsonl").exists()  # incidentLog "" is off
     # The same through the environment, and a state URL named in the config file.
     other = tmp_path / "other.db"
-    toml.write_text(f'duplicateLimit = 1\nwindow = 10\nstate = "sqlite:///{other}"\n')
+    toml.write_text(f'duplicateLimit = 2\nwindow = 10\nstate = "sqlite:///{other}"\n')
     env = hook_env(tmp_path, DSH_CIRCUIT_BREAKER_CONFIG=str(toml))
     outs = [run_hook(pre_tool_use(), env) for _ in range(2)]
     assert [denial(o.stdout) is None for o in outs] == [True, False]
@@ -203,7 +203,7 @@ def test_user_config_file_is_found(tmp_path: Path) -> None:
     directory = tmp_path / "config" / "dsh-circuit-breaker"
     directory.mkdir(parents=True)
     (directory / "config.json").write_text(
-        json.dumps([{"id": "other"}, {"id": "circuit-breaker", "config": {"duplicateLimit": 1}}])
+        json.dumps([{"id": "other"}, {"id": "circuit-breaker", "config": {"duplicateLimit": 2}}])
     )
     env = hook_env(tmp_path)
     outs = [run_hook(pre_tool_use(), env) for _ in range(2)]

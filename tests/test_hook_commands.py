@@ -152,7 +152,7 @@ def test_hook_command_runs_through_a_shell(tmp_path: Path) -> None:
     # Gemini CLI's entry ends in `|| true`: the options end where the shell takes over.
     assert invocation.options_of(f"{command} || true") == invocation.options_of(command)
     assert invocation.is_ours(f"{command} || true")
-    (tmp_path / "c f.json").write_text('{"duplicateLimit": 1}')
+    (tmp_path / "c f.json").write_text('{"duplicateLimit": 2}')
     env = hook_env(tmp_path)
     event = json.dumps(pre_tool_use(session="quoted"))
     outs = [

@@ -344,7 +344,7 @@ def test_bad_addresses_and_options_fail_at_start(env: dict[str, str]) -> None:
     assert "16 to 512 characters" in serve_fails(env, "--http", "0", "--token", "short")
     assert "port must be a number" in serve_fails(env, "--http", "127.0.0.1:http")
     bad = Path(env["HOME"]) / "bad.json"
-    bad.write_text('{"duplicateLimit": 0}')
+    bad.write_text('{"duplicateLimit": 1}')
     assert "duplicateLimit" in serve_fails(env, "--http", "0", "--config", str(bad))
 
 
@@ -492,15 +492,15 @@ def test_the_config_is_read_once_at_start(env: dict[str, str], tmp_path: Path, e
     `onFailure: block` turns into a refused call, and a valid edit reached one harness and
     not another)."""
     config = tmp_path / "breaker.json"
-    config.write_text('{"duplicateLimit": 2}')
+    config.write_text('{"duplicateLimit": 3}')
     with Service(env, "--config", str(config)) as service:
         call = pre_tool_use(session="edited-1", tool_input={"command": "echo x"})
         assert service.hook(call) == b"" and service.hook(call) == b""
         if edit == "deleted":
             config.unlink()
         else:
-            text = {"half-written": '{"duplicateLim', "invalid": '{"duplicateLimit": 0}'}
-            config.write_text(text.get(edit, '{"duplicateLimit": 5}'))
+            text = {"half-written": '{"duplicateLim', "invalid": '{"duplicateLimit": 1}'}
+            config.write_text(text.get(edit, '{"duplicateLimit": 6}'))
         assert b"NOT run" in service.hook(call)  # the 3rd copy, refused at the start's limit
         for name in NAMES:  # every harness answers (no 500), at the start's limit of 2:
             refused = sum(bool(service.hook(event, name)) for event in probe(name))

@@ -273,7 +273,7 @@ def test_with_circuit_breaker_keeps_existing_hooks(tmp_path: Path) -> None:
 
 def test_hook_output_and_bad_input_without_the_cli() -> None:
     # The callback on its own, as the SDK calls it: odd input never denies and never raises.
-    hook = ClaudeCircuitBreaker(config=Config(duplicate_limit=1)).pre_tool_use
+    hook = ClaudeCircuitBreaker(config=Config(duplicate_limit=2)).pre_tool_use
     context: Any = {"signal": None}
 
     async def call(data: Any) -> Any:

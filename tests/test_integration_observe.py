@@ -75,7 +75,7 @@ def test_without_the_keys_nothing_is_reported() -> None:
 
 
 def test_ran_calls_report_only_allowed_calls_once_and_forget_old_ones() -> None:
-    breaker = Recording(Config(result_progress=True, duplicate_limit=1))
+    breaker = Recording(Config(result_progress=True, duplicate_limit=2))
     ran = RanCalls(breaker, keep=2)
     ran.add("allowed", CALL, breaker.check(*CALL))
     ran.add("refused", CALL, breaker.check(*CALL))  # the second copy: over the limit of 1

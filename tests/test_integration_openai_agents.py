@@ -268,7 +268,7 @@ def test_agent_as_tool_and_concurrent_runs_have_their_own_state() -> None:
 
 def test_explicit_guardrail_agent_id_and_custom_text() -> None:
     # agent_id= keys state on a session id, so it carries over from one run to the next.
-    breaker = CircuitBreaker(Config(duplicate_limit=2, deny_message="no more {tool} ({count})"))
+    breaker = CircuitBreaker(Config(duplicate_limit=3, deny_message="no more {tool} ({count})"))
     guardrail = circuit_breaker_guardrail(breaker, agent_id=lambda data: "session-1")
     ran: list[str] = []
 

@@ -286,7 +286,7 @@ def test_state_is_per_conversation_and_reset_by_a_new_prompt() -> None:
 
 
 def test_custom_deny_message_and_exempt_tool() -> None:
-    config = Config(duplicate_limit=2, exempt=("search",), deny_message="no more {tool}")
+    config = Config(duplicate_limit=3, exempt=("search",), deny_message="no more {tool}")
 
     # search is exempt: five identical calls all run; fetch is refused at its third.
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

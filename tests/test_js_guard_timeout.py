@@ -26,7 +26,7 @@ import { startGuard } from %s;
 const warnings = [];
 const logger = { warn: (format, ...args) => warnings.push([format, ...args].join(' ')) };
 const [python, state] = process.argv.slice(1);
-const { guard } = await startGuard({ config: { python, state, duplicateLimit: 6 }, logger });
+const { guard } = await startGuard({ config: { python, state, duplicateLimit: 7 }, logger });
 console.log('ready');
 let allowed = 0;
 for (let i = 0; i < 30; i++) {

@@ -166,7 +166,7 @@ def probe_refusals(harness: Harness, limit: int) -> None:
 def test_plugin_list_entry_with_options_configures_the_adapter(bare: Harness) -> None:
     # The harness's own way to configure a plugin: `["<spec>", {options}]` in the config
     # file's `plugin` list. The adapter loaded by its file URL takes the options as config.
-    options = {"python": str(bare.product.python), "duplicateLimit": 3}
+    options = {"python": str(bare.product.python), "duplicateLimit": 4}
     bare.extra_config = {"plugin": [[bare.adapter_file.as_uri(), options]]}  # type: ignore[attr-defined]
     probe_refusals(bare, 3)
 
@@ -174,7 +174,7 @@ def test_plugin_list_entry_with_options_configures_the_adapter(bare: Harness) ->
 def test_local_npm_package_added_with_the_harness_plugin_command(bare: Harness) -> None:
     # `opencode plugin -g NAME@file:TARBALL` (and `kilo plugin -g`) installs a local npm
     # package offline (the registry is a closed port) and names it in the global config.
-    bare.install("--config", str(write(bare.home / "breaker.json", {"duplicateLimit": 4})))
+    bare.install("--config", str(write(bare.home / "breaker.json", {"duplicateLimit": 5})))
     tarball = pack(bare.home / "pkg", bare.loader.read_text())
     bare.uninstall()
     spec = f"dsh-circuit-breaker-opencode@file:{tarball}"

@@ -232,11 +232,11 @@ def test_install_doctor_uninstall(harness: Harness) -> None:
     # needs no reinstall.
     config = harness.home / "config" / "dsh-circuit-breaker" / "config.json"
     config.parent.mkdir(parents=True)
-    config.write_text(json.dumps({"duplicateLimit": 3}))
+    config.write_text(json.dumps({"duplicateLimit": 4}))
     doctor = harness.product.run("doctor", harness.name, env=harness.env)
     assert doctor.returncode == 0, doctor.stdout
     assert f"ok       config valid ({config})" in doctor.stdout
-    assert '"duplicateLimit": 3' in doctor.stdout  # the guard's effective config
+    assert '"duplicateLimit": 4' in doctor.stdout  # the guard's effective config
     # A bad key: doctor names it (and install refuses to record such a file).
     config.write_text(json.dumps({"duplicateLimt": 3}))
     bad = harness.product.run("doctor", harness.name, env=harness.env)

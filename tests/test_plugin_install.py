@@ -85,7 +85,7 @@ def test_the_guard_loads_the_recorded_config_as_the_harness_hook_would(
     name: str, tmp_path: Path
 ) -> None:
     config = tmp_path / "breaker.toml"
-    config.write_text('duplicateLimit = 3\nstate = "memory://"\n')
+    config.write_text('duplicateLimit = 4\nstate = "memory://"\n')
     done = cli(tmp_path, "install", name, "--config", str(config))
     assert done.returncode == 0, done.stderr
     options = parse_loader((tmp_path / LOADERS[name]).read_text())

@@ -104,7 +104,7 @@ anything = st.recursive(
 @settings(max_examples=300)
 @given(st.lists(st.tuples(st.sampled_from(["bash", "read", "todo_write"]), anything), max_size=30))
 def test_check_never_raises(calls: list[tuple[str, Any]]) -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=2, window=5, max_calls_per_agent=10))
+    breaker = CircuitBreaker(Config(duplicate_limit=3, window=5, max_calls_per_agent=10))
     for tool, arguments in calls:
         decision = breaker.check("agent", tool, arguments)
         assert decision.allowed or decision.kind in ("duplicate", "cap")
@@ -119,7 +119,7 @@ def test_check_never_raises(calls: list[tuple[str, Any]]) -> None:
 def test_budgets_hold_and_stop_follows_the_refusals_in_a_row(
     calls: list[tuple[str, int]], limits: dict[str, int], stop_after: int
 ) -> None:
-    config = Config(duplicate_limit=2, window=4, tool_limits=limits, stop_after_denials=stop_after)
+    config = Config(duplicate_limit=3, window=4, tool_limits=limits, stop_after_denials=stop_after)
     breaker = CircuitBreaker(config)
     spent = dict.fromkeys(limits, 0)
     in_a_row = 0

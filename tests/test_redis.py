@@ -113,7 +113,7 @@ def test_record_is_digests_only_with_ttl() -> None:
 
 def test_idle_agent_expires() -> None:
     url = fresh_url()
-    breaker = CircuitBreaker(Config(duplicate_limit=1, window=2, idle_expiry_seconds=1), state=url)
+    breaker = CircuitBreaker(Config(duplicate_limit=2, window=2, idle_expiry_seconds=1), state=url)
     assert breaker.check("a", "t", {}).allowed
     assert not breaker.check("a", "t", {}).allowed
     time.sleep(1.3)
@@ -161,7 +161,7 @@ def test_agents_lists_only_this_prefix() -> None:
 def test_incident_reported_once_across_workers(tmp_path: Path) -> None:
     url = fresh_url()
     log = tmp_path / "incidents.jsonl"
-    config = Config(duplicate_limit=2, window=4, incident_log=str(log))
+    config = Config(duplicate_limit=3, window=4, incident_log=str(log))
     workers = [CircuitBreaker(config, state=url) for _ in range(3)]
     for _ in range(4):
         for worker in workers:
@@ -188,7 +188,7 @@ class TestPassword:
 
     def test_password_in_url(self, server: RedisServer) -> None:
         url = f"redis://:s3cret%2Fpw@127.0.0.1:{server.port}/0?prefix=inurl:"
-        breaker = CircuitBreaker(Config(duplicate_limit=1, window=1), state=url)
+        breaker = CircuitBreaker(Config(duplicate_limit=2, window=1), state=url)
         assert breaker.check("a", "t", {}).allowed
         assert breaker.check("a", "t", {}).kind == "duplicate"  # the state really is in Redis
         breaker.close()
@@ -197,14 +197,14 @@ class TestPassword:
         self, server: RedisServer, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         monkeypatch.setenv("REDIS_PASSWORD", "s3cret/pw")
-        breaker = CircuitBreaker(Config(duplicate_limit=1, window=1), state=fresh_url(server))
+        breaker = CircuitBreaker(Config(duplicate_limit=2, window=1), state=fresh_url(server))
         assert breaker.check("a", "t", {}).allowed
         assert breaker.check("a", "t", {}).kind == "duplicate"
         breaker.close()
 
     def test_user_and_password_in_url(self, server: RedisServer) -> None:
         url = f"redis://default:s3cret%2Fpw@127.0.0.1:{server.port}/0?prefix=userpw:"
-        breaker = CircuitBreaker(Config(duplicate_limit=1, window=1), state=url)
+        breaker = CircuitBreaker(Config(duplicate_limit=2, window=1), state=url)
         assert breaker.check("a", "t", {}).allowed
         assert breaker.check("a", "t", {}).kind == "duplicate"
         breaker.close()
@@ -255,7 +255,7 @@ def test_rediss_over_tls(tmp_path: Path) -> None:
     # TLS only: the plain port is off, so a working call proves the TLS path.
     with RedisServer(tmp_path / "data", tls=(ca, crt, key)) as server:
         assert server.url.startswith("rediss://")
-        breaker = CircuitBreaker(Config(duplicate_limit=2, window=2), state=server.url)
+        breaker = CircuitBreaker(Config(duplicate_limit=3, window=2), state=server.url)
         assert [breaker.check("a", "t", {}).allowed for _ in range(3)] == [True, True, False]
         breaker.close()
         # A client that does not trust this CA is refused: the certificate is checked.

@@ -62,7 +62,7 @@ class Guard:
 
 def test_two_guard_processes_share_agents_through_redis() -> None:
     url = fresh_url()
-    config = {"duplicateLimit": 3, "window": 10, "maxCallsPerAgent": 8}
+    config = {"duplicateLimit": 4, "window": 10, "maxCallsPerAgent": 8}
     one, two = Guard(url, config), Guard(url, config)
     try:
         replies = [g.check("session-1", "npm test") for g in (one, two, one, two)]

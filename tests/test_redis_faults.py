@@ -276,7 +276,7 @@ def test_slow_redis_within_budget_still_enforces(server: RedisServer) -> None:
     # ones are one compare-and-set each (this process wrote the agent's record last).
     with _slow_proxy(server.port, 0.1) as port:
         url = f"redis://127.0.0.1:{port}/0?retry_after=0"
-        breaker = CircuitBreaker(Config(duplicate_limit=2, window=2, store_timeout=1.0), state=url)
+        breaker = CircuitBreaker(Config(duplicate_limit=3, window=2, store_timeout=1.0), state=url)
         results = [_timed(breaker, "a", "t", {}) for _ in range(3)]
         breaker.close()
     assert [t.decision.allowed for t in results] == [True, True, False]

@@ -107,8 +107,8 @@ def test_a_json_result_is_digested_by_its_canonical_text() -> None:
 
 
 def test_observe_with_results_off_changes_nothing() -> None:
-    breaker = CircuitBreaker(Config())  # the default: calls alone
-    for i in range(6):
+    breaker = CircuitBreaker(Config(result_progress=False))  # calls alone
+    for i in range(5):
         assert breaker.check("a", "t", {}).allowed
         breaker.observe("a", "t", {}, f"moved {i}")
     assert not breaker.check("a", "t", {}).allowed
@@ -126,8 +126,8 @@ def test_progress_restarts_the_count_from_that_copy() -> None:
         seen.append(decision.allowed)
         if decision.allowed:
             breaker.observe("x", "t", {}, answer)
-    # "b" at the 4th call restarts the count there: it and five more copies run, then none.
-    assert seen == [True] * 9 + [False]
+    # "b" at the 4th call restarts the count there: it and four more copies run, then none.
+    assert seen == [True] * 8 + [False] * 2
 
 
 def test_an_answer_that_flips_between_two_is_not_progress() -> None:
@@ -139,7 +139,7 @@ def test_an_answer_that_flips_between_two_is_not_progress() -> None:
         if decision.allowed:
             breaker.observe("x", "t", {}, "A" if i % 2 else "B")
     # The first A is new (progress at the 2nd call); after it, B and A were both seen.
-    assert seen == [True] * 7 + [False]
+    assert seen == [True] * 6 + [False] * 2
 
 
 def test_the_record_carries_results_across_processes() -> None:
@@ -170,9 +170,9 @@ CALLS = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3)), max_size=120)
 @settings(max_examples=150, deadline=None)
 @given(CALLS)
 def test_without_results_the_rule_is_exactly_todays(calls: list[tuple[int, int]]) -> None:
-    today = CircuitBreaker(Config(duplicate_limit=3, window=10, result_progress=False))
+    today = CircuitBreaker(Config(duplicate_limit=4, window=10, result_progress=False))
     results_on = CircuitBreaker(
-        Config(duplicate_limit=3, window=10, result_progress=True, same_result_limit=3)
+        Config(duplicate_limit=4, window=10, result_progress=True, same_result_limit=3)
     )
     for call, _ in calls:
         assert today.check("a", "t", call) == results_on.check("a", "t", call)
@@ -181,7 +181,7 @@ def test_without_results_the_rule_is_exactly_todays(calls: list[tuple[int, int]]
 @settings(max_examples=150, deadline=None)
 @given(CALLS)
 def test_rebuilt_from_its_record_a_state_decides_the_same(calls: list[tuple[int, int]]) -> None:
-    config = Config(duplicate_limit=3, window=8, result_progress=True, same_result_limit=4)
+    config = Config(duplicate_limit=4, window=8, result_progress=True, same_result_limit=4)
     live = CircuitBreaker(config)
     for call, answer in calls:
         before = live.check("a", "t", call)

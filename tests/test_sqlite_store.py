@@ -306,7 +306,7 @@ def test_a_long_lived_store_follows_its_file_when_it_is_removed(tmp_path: Path, 
     """The guard keeps one store open; someone deletes (or replaces) state.db: the guard
     and the hooks, which open the path afresh, count in the same file again."""
     path = tmp_path / "state.db"
-    config = Config(duplicate_limit=6)
+    config = Config(duplicate_limit=7)
     guard = CircuitBreaker(config, SQLiteStore(str(path), config))
     for _ in range(3):
         assert guard.check("agent", "bash", {"command": "same"}).allowed

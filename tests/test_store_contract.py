@@ -12,22 +12,37 @@ from dsh_circuit_breaker import CircuitBreaker, Config
 from dsh_circuit_breaker.state import AgentState
 
 
-def test_probe_allows_six_then_denies(state_url: str) -> None:
+def test_probe_allows_five_then_denies_the_sixth(state_url: str) -> None:
     breaker = CircuitBreaker(Config(), state=state_url)
     allowed = [
         breaker.check("agent-1", "bash", {"command": "echo cbprobe4", "description": f"step {i}"})
         for i in range(10)
     ]
-    assert [d.allowed for d in allowed] == [True] * 6 + [False] * 4
-    assert allowed[6].kind == "duplicate"
+    assert [d.allowed for d in allowed] == [True] * 5 + [False] * 5
+    assert allowed[5].kind == "duplicate"
     breaker.close()
 
 
-def test_cycle_denied_on_fourteenth_call(state_url: str) -> None:
-    breaker = CircuitBreaker(Config(), state=state_url)
-    results = [breaker.check("a", "t", {"k": "AB"[i % 2]}).allowed for i in range(14)]
-    assert results == [True] * 13 + [False]
-    breaker.close()
+def test_frozen_cycle_refused_at_the_seventh_call(state_url: str) -> None:
+    # One breaker per call where the store is shared: the cycle's results travel in the record.
+    breaker = one_process_per_call(state_url, Config())
+    results = []
+    for i in range(7):
+        args = {"k": "AB"[i % 2]}
+        allowed = breaker().check("a", "t", args).allowed
+        results.append(allowed)
+        if allowed:
+            breaker().observe("a", "t", args, f"the same for {args['k']}")
+    assert results == [True] * 6 + [False]
+    assert not breaker().check("a", "t", {"k": "A"}).allowed  # still the block's next call
+    # The same cycle whose results move is doing something: it runs on.
+    moving = []
+    for i in range(12):
+        args = {"k": "AB"[i % 2]}
+        allowed = breaker().check("m", "t", args).allowed
+        moving.append(allowed)
+        breaker().observe("m", "t", args, f"{i * 8}% done")
+    assert moving == [True] * 12
 
 
 def test_cap_holds_and_exempt_passes(state_url: str) -> None:
@@ -41,7 +56,7 @@ def test_cap_holds_and_exempt_passes(state_url: str) -> None:
 
 
 def test_reset_forgets_one_agent(state_url: str) -> None:
-    breaker = CircuitBreaker(Config(duplicate_limit=1, window=5), state=state_url)
+    breaker = CircuitBreaker(Config(duplicate_limit=2, window=5), state=state_url)
     assert breaker.check("a", "t", {}).allowed
     assert breaker.check("b", "t", {}).allowed
     assert not breaker.check("a", "t", {}).allowed
@@ -52,10 +67,10 @@ def test_reset_forgets_one_agent(state_url: str) -> None:
 
 
 def test_window_ages_out_a_repeat(state_url: str) -> None:
-    config = Config(duplicate_limit=2, window=3, reset_on_new_call=False)
+    config = Config(duplicate_limit=3, window=3, reset_on_new_call=False)
     breaker = CircuitBreaker(config, state=state_url)
     # The window keeps the last 3 calls: at the 5th it holds A, B, C (the first A has left),
-    # so A counts once, under the limit of 2; without the window it would count twice.
+    # so A counts twice with the 5th, under the limit of 3; without the window, three times.
     calls = ["A", "A", "B", "C", "A"]
     assert [breaker.check("a", "t", c).allowed for c in calls] == [True] * 5
     breaker.close()
@@ -77,7 +92,7 @@ def test_threads_never_lose_a_count(state_url: str) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert results.count(True) == 6
+    assert results.count(True) == 5
     breaker.close()
 
 
@@ -102,7 +117,7 @@ def test_budget_refuses_the_thirteenth_search_and_resets(state_url: str) -> None
 
 
 def test_stop_on_the_third_refusal_in_a_row_until_an_allowed_call(state_url: str) -> None:
-    breaker = one_process_per_call(state_url, Config(duplicate_limit=2, window=10))
+    breaker = one_process_per_call(state_url, Config(duplicate_limit=3, window=10))
     stops = [breaker().check("a", "t", "A").stop for _ in range(6)]
     assert stops == [False, False, False, False, True, True]
     assert breaker().check("a", "t", "B").allowed  # a new call: ends the run of refusals
@@ -113,7 +128,7 @@ def test_stop_on_the_third_refusal_in_a_row_until_an_allowed_call(state_url: str
 def test_a_record_from_before_budgets_and_stop_still_loads(
     state_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = Config(duplicate_limit=2, window=10, tool_limits={"t": 3})
+    config = Config(duplicate_limit=3, window=10, tool_limits={"t": 3})
     breaker = one_process_per_call(state_url, config)
     new_record = AgentState.to_record
 
@@ -139,14 +154,14 @@ def _poll(breaker: CircuitBreaker, agent: str, result: str) -> bool:
     return allowed
 
 
-def test_a_moving_poll_runs_on_and_a_frozen_one_is_refused_at_the_seventh(
+def test_a_moving_poll_runs_on_and_a_frozen_one_is_refused_at_the_sixth(
     state_url: str,
 ) -> None:
     breaker = CircuitBreaker(Config(result_progress=True), state=state_url)
     moving = [_poll(breaker, "mover", f"{i * 5}% at 2026-12-02T04:{i:02}Z") for i in range(20)]
     frozen = [_poll(breaker, "stuck", f"running, {i}.2s elapsed") for i in range(8)]
     assert moving == [True] * 20
-    assert frozen == [True] * 6 + [False] * 2
+    assert frozen == [True] * 5 + [False] * 3
     breaker.close()
 
 
@@ -164,11 +179,11 @@ def test_a_stuck_poll_between_new_calls_is_refused_at_the_same_result_limit(
 
 def test_a_result_for_a_refused_or_answered_call_changes_nothing(state_url: str) -> None:
     breaker = CircuitBreaker(Config(result_progress=True), state=state_url)
-    for _ in range(6):
+    for _ in range(5):
         assert _poll(breaker, "a", "same")
     args = {"command": "gh run view 42"}
     assert not breaker.check("a", "bash", args).allowed
-    # The refused 7th's "result", and a second result for the 6th: neither is progress.
+    # The refused 6th's "result", and a second result for the 5th: neither is progress.
     breaker.observe("a", "bash", args, "something new")
     breaker.observe("a", "bash", args, "something newer")
     assert not breaker.check("a", "bash", args).allowed

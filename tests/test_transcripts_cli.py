@@ -89,17 +89,17 @@ def test_replay_uses_the_engine_decisions(
     path = repeated_dsh_session(tmp_path, 10)
     [row] = run_json(capsys, "replay", str(path))["runs"]
     assert row["calls"] == 10
-    assert row["first_denial"]["call"] == 7  # duplicateLimit 6: the 7th identical call
+    assert row["first_denial"]["call"] == 7  # duplicateLimit 7: the 7th identical call
     assert row["first_denial"]["count"] == 6
     assert row["denied"] == 4
-    [row] = run_json(capsys, "replay", str(path), "--set", "duplicateLimit=3")["runs"]
+    [row] = run_json(capsys, "replay", str(path), "--set", "duplicateLimit=4")["runs"]
     assert (row["first_denial"]["call"], row["denied"]) == (4, 7)
     # an exempt tool is invisible to the breaker
     [row] = run_json(capsys, "replay", str(path), "--set", 'exempt=["bash"]')["runs"]
     assert row["denied"] == 0
     # the cap
     [row] = run_json(
-        capsys, "replay", str(path), "--set", "maxCallsPerAgent=2", "--set", "duplicateLimit=20"
+        capsys, "replay", str(path), "--set", "maxCallsPerAgent=2", "--set", "duplicateLimit=21"
     )["runs"]
     assert row["first_denial"]["kind"] == "cap"
     assert row["denied"] == 8
@@ -162,13 +162,13 @@ def test_reports_carry_no_argument_content_unless_asked(
 def test_config_file_and_bad_overrides(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = repeated_dsh_session(tmp_path, 10)
     config = tmp_path / "breaker.json"
-    config.write_text(json.dumps({"duplicateLimit": 2, "window": 50}))
+    config.write_text(json.dumps({"duplicateLimit": 3, "window": 50}))
     report = run_json(capsys, "replay", str(path), "--config", str(config))
     assert report["config"]["duplicateLimit"] == 2
     assert report["runs"][0]["first_denial"]["call"] == 3
     # --set wins over the file
     report = run_json(
-        capsys, "replay", str(path), "--config", str(config), "--set", "duplicateLimit=5"
+        capsys, "replay", str(path), "--config", str(config), "--set", "duplicateLimit=6"
     )
     assert report["runs"][0]["first_denial"]["call"] == 6
 
@@ -187,12 +187,12 @@ def test_config_file_in_toml_through_the_shared_loader(
 ) -> None:
     path = repeated_dsh_session(tmp_path, 10)
     config = tmp_path / "breaker.toml"
-    config.write_text("duplicateLimit = 4\n")
+    config.write_text("duplicateLimit = 5\n")
     report = run_json(capsys, "replay", str(path), "--config", str(config))
     assert report["runs"][0]["first_denial"]["call"] == 5
     # a DSH patch row, as a DSH config holds it
     rows = tmp_path / "patch.json"
-    rows.write_text(json.dumps([{"id": "circuit-breaker", "config": {"duplicateLimit": 3}}]))
+    rows.write_text(json.dumps([{"id": "circuit-breaker", "config": {"duplicateLimit": 4}}]))
     report = run_json(capsys, "replay", str(path), "--config", str(rows))
     assert report["runs"][0]["first_denial"]["call"] == 4
 
@@ -232,7 +232,7 @@ def test_calibrate_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "7 of 7     7 (max 7)" in out  # was "7/7  7/7": a fraction and a median/max alike
     *_, rule, stop = out.rstrip().splitlines()
     assert rule == (
-        "Recommendation: keep the current config (duplicateLimit=6, window=200, "
+        "Recommendation: keep the current config (duplicateLimit=7, window=200, "
         "resetOnNewCall=true): it stops 7 of 7 loops, 7 calls in (median), and denies no run "
         "without a loop."
     )
@@ -245,16 +245,16 @@ def test_calibrate_recommends_what_to_set_when_the_current_config_is_not_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     args = ("calibrate", str(TAU2), "--limits", "4,6", "--windows", "200")
-    code, out, err = run(capsys, *args, "--set", "duplicateLimit=4", "--stop-after", "3")
+    code, out, err = run(capsys, *args, "--set", "duplicateLimit=5", "--stop-after", "3")
     assert code == 0, err
     rule = next(line for line in out.splitlines() if line.startswith("Recommendation: "))
-    # duplicateLimit=4 denies 2 tau2 runs without a loop; 6 stops every loop and denies none
+    # duplicateLimit=5 denies 2 tau2 runs without a loop; 6 stops every loop and denies none
     assert rule == (
-        "Recommendation: duplicateLimit=6: it stops 7 of 7 loops, 7 calls in (median), and "
-        "denies no run without a loop. Try it with `--set duplicateLimit=6`, then put it in "
+        "Recommendation: duplicateLimit=7: it stops 7 of 7 loops, 7 calls in (median), and "
+        "denies no run without a loop. Try it with `--set duplicateLimit=7`, then put it in "
         "your config file."
     )
-    report = run_json(capsys, *args, "--set", "duplicateLimit=4", "--stop-after", "3")
+    report = run_json(capsys, *args, "--set", "duplicateLimit=5", "--stop-after", "3")
     assert report["recommendation"][0] == rule
 
 
@@ -371,7 +371,7 @@ def test_html_page_title_order_and_folded_quiet_runs(
 def test_summary_plurals(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     session = claude_code_session(tmp_path / "one.jsonl", [("Bash", {"command": "ls"})] * 2)
     code, out, _ = run(
-        capsys, "replay", str(session), "--set", "duplicateLimit=1", "--set", "window=1"
+        capsys, "replay", str(session), "--set", "duplicateLimit=2", "--set", "window=1"
     )
     assert code == 0
     assert "1 run, 2 tool calls." in out

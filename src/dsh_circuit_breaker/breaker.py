@@ -209,7 +209,11 @@ class CircuitBreaker:
         from .messages import render  # only a denial renders: a hook's allowed call skips it
 
         config = self.config
-        text = render(config.message_template(kind), tool, kind, count, limit)
+        if verdict is not None and verdict.cycle:
+            template = config.message_template("cycle")
+            text = render(template, tool, kind, count, limit, verdict.cycle)
+        else:
+            text = render(config.message_template(kind), tool, kind, count, limit)
         if verdict is None or not verdict.stop:
             return Decision(False, kind, text, count, limit)
         template = config.message_template("stop")

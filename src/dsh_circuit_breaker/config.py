@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 
 DEFAULT_EXEMPT = ("todo_write", "ask_user_question", "exit_plan_mode")
 DEFAULT_IGNORE_ARGS = ("description", "explanation", "reason", "thought", "purpose")
-PLACEHOLDERS = frozenset({"tool", "count", "limit", "kind"})
-KINDS = ("duplicate", "cap", "budget", "stop")
+PLACEHOLDERS = frozenset({"tool", "count", "limit", "kind", "calls"})
+KINDS = ("duplicate", "cycle", "cap", "budget", "stop")
 SEVEN_DAYS = 7 * 24 * 3600
 # Upper bounds, so that no accepted value switches the breaker off later: past an hour a
 # budget no longer bounds anything (and SQLite's busy timeout overflows at ~24.8 days);
@@ -50,9 +50,10 @@ _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
     # The HTTP guard's live page: a short, masked preview of each agent's repeated call,
     # held in the guard's memory only (never in the store or on disk).
     "preview_arguments": (True, (bool,)),
-    # Results, where the harness reports them (docs/results.md). Off by default: the gate
-    # of issue 25 did not hold for either alone (docs/results.md, "Measured").
-    "result_progress": (False, (bool,)),
+    # Results, where the harness reports them (docs/results.md). Progress is on: replaying
+    # real runs it removed every moving poll's false denial and lost no loop; the same-result
+    # rule refused healthy runs (docs/results.md, "Measured").
+    "result_progress": (True, (bool,)),
     "same_result_limit": (0, (int,)),
 }
 _LISTS = ("exempt", "only", "ignore_args")
@@ -125,7 +126,7 @@ class Config:
         tool_limits: Mapping[str, int] | None = None,
         stop_after_denials: int = STOP_AFTER_DENIALS,
         preview_arguments: bool = True,
-        result_progress: bool = False,
+        result_progress: bool = True,
         same_result_limit: int = 0,
     ) -> None:
         values = dict(locals())
@@ -148,8 +149,8 @@ class Config:
         object.__setattr__(self, "observes_results", observes)
 
     def _validate(self) -> None:
-        if self.duplicate_limit < 1:
-            raise _error("duplicate_limit", f"must be at least 1, got {self.duplicate_limit}")
+        if self.duplicate_limit < 2:  # the limit-th copy is refused: 1 would refuse every call
+            raise _error("duplicate_limit", f"must be at least 2, got {self.duplicate_limit}")
         if self.window < 1:
             raise _error("window", f"must be at least 1, got {self.window}")
         if self.window < self.duplicate_limit:
@@ -353,7 +354,7 @@ def _check_template(text: str, largest: int) -> None:
 
     try:  # the smallest and the longest values a denial can carry
         render(text, "", "cap", 0, 0)
-        rendered = render(text, "t" * MAX_TOOL, "unavailable", largest, largest)
+        rendered = render(text, "t" * MAX_TOOL, "unavailable", largest, largest, 3)
     except (ValueError, TypeError, OverflowError) as exc:
         raise _error("deny_message", f"cannot be rendered: {exc}") from None
     if len(rendered) > MAX_MESSAGE:

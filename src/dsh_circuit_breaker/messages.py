@@ -9,11 +9,20 @@ from __future__ import annotations
 DEFAULT_MESSAGES = {
     # The first words carry the meaning: a harness's UI may show only the start of the text,
     # cut at the screen width (Claude Code: `Reason: PreToolUse:Bash hook error: ...`).
+    # `count` counts this call too: the limit-th identical call is the one refused.
     "duplicate": (
-        "Circuit breaker: NOT run, a repeat (runs: {count}, limit: {limit}): this {tool} "
-        "call is identical to one that has already run as often as allowed. Repeating it "
+        "Circuit breaker: NOT run, a repeat (copies: {count}, limit: {limit}): this {tool} "
+        "call is identical to calls that have already run as often as allowed. Repeating it "
         "will not give a different result. Change your approach, use the results you "
         "already have, or stop and tell the user what is blocking you."
+    ),
+    # Rule 5: `calls` in the repeated block, `count` its rounds, `limit` the rounds allowed.
+    "cycle": (
+        "Circuit breaker: NOT run, a frozen cycle (the same {calls} calls, rounds: {count}, "
+        "limit: {limit}, nothing changed): this {tool} call would start another round of "
+        "calls that each returned what they returned the round before. Repeating them will "
+        "not give a different result. Change your approach, use the results you already "
+        "have, or stop and tell the user what is blocking you."
     ),
     "cap": (
         "Circuit breaker: NOT run, tool calls used up (made: {count}, limit: {limit}): this "
@@ -49,7 +58,7 @@ DEFAULT_MESSAGES = {
 MAX_TOOL = 200
 
 
-def render(template: str, tool: str, kind: str, count: int, limit: int) -> str:
+def render(template: str, tool: str, kind: str, count: int, limit: int, calls: int = 1) -> str:
     if len(tool) > MAX_TOOL:
         tool = tool[: MAX_TOOL - 1] + "\u2026"
-    return template.format(tool=tool, kind=kind, count=count, limit=limit)
+    return template.format(tool=tool, kind=kind, count=count, limit=limit, calls=calls)

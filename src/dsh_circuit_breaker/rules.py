@@ -1,9 +1,9 @@
-"""SPEC's rules 2 to 4 and the stop after them: the one place where allow, deny and stop
+"""SPEC's rules 2 to 5 and the stop after them: the one place where allow, deny and stop
 are decided."""
 
 from __future__ import annotations
 
-from .state import RECENT_RESULTS, RESULT_DIGEST_SIZE
+from .state import CYCLE_ROUNDS, CYCLE_SPAN, RECENT_RESULTS, RESULT_DIGEST_SIZE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class Refusal(Verdict):
     row; `first_stop`: its first stop, to log. (Its own class, so that an allowed call,
     the hot path, builds nothing it does not need.)"""
 
-    __slots__ = ("denials", "first_stop", "stop")
+    __slots__ = ("cycle", "denials", "first_stop", "stop")
 
     def __init__(
         self,
@@ -41,11 +41,13 @@ class Refusal(Verdict):
         stop: bool,
         denials: int,
         first_stop: bool,
+        cycle: int = 0,
     ):
         super().__init__(kind, seen, limit, first_of_kind)
         self.stop = stop
         self.denials = denials
         self.first_stop = first_stop
+        self.cycle = cycle  # the calls in a frozen cycle's block (rule 5), else 0
 
 
 def decide(
@@ -66,7 +68,7 @@ def decide(
             if spent >= limit:
                 return _deny(state, config, "budget", spent, limit)
     copies = state.since if config.reset_on_new_call else state.counts
-    n = copies.get(key, 0)
+    n = copies.get(key, 0) + 1  # this call is one of the copies: the limit-th is refused
     if n >= config.duplicate_limit:
         return _deny(state, config, "duplicate", n, config.duplicate_limit)
     same_limit = config.same_result_limit
@@ -74,14 +76,21 @@ def decide(
         last = state.results.get(key)
         if last is not None and last[1] >= same_limit:  # stuck, new calls between or not
             return _deny(state, config, "duplicate", last[1], same_limit)
+    window = state.window
+    if len(window) >= 2 * CYCLE_ROUNDS and (window[-2] == key or window[-3] == key):
+        block = frozen_cycle(state, key)
+        if block:
+            return _deny(state, config, "duplicate", CYCLE_ROUNDS, CYCLE_ROUNDS, block)
     state.record(key, config.window)
     if config.observes_results:
-        state.awaiting[key] = state.calls - 1
+        # A copy issued while the last one's result is still out (parallel calls): neither
+        # result can be told from the other, so both are judged as never having arrived.
+        state.awaiting[key] = -1 if key in state.awaiting else state.calls - 1
     if budgets:
         for pattern, _ in budgets:
             state.spent[pattern] = state.spent.get(pattern, 0) + 1
     state.denials = 0  # an allowed call ends the run of refusals
-    return _ALLOWED.get((n + 1, config.duplicate_limit)) or _allowed(n + 1, config.duplicate_limit)
+    return _ALLOWED.get((n, config.duplicate_limit)) or _allowed(n, config.duplicate_limit)
 
 
 # Allowed verdicts differ only in (seen, limit): the hot path shares them, built once.
@@ -95,6 +104,35 @@ def _allowed(seen: int, limit: int) -> Verdict:
     return verdict
 
 
+def frozen_cycle(state: AgentState, key: bytes) -> int:
+    """Rule 5: the size of the block (2 or 3 calls, at least two keys) that the agent's
+    last CYCLE_ROUNDS rounds repeated back to back, each call returning what its
+    counterpart of the round before returned (a missing result counts as unchanged), and
+    that `key` would continue; 0 when there is none."""
+    window = state.window
+    size = len(window)
+    outcomes = state.outcomes
+    first = state.calls - size  # the call number of window[0]
+    for block in (2, 3):
+        span = block * CYCLE_ROUNDS
+        if size < span or window[-block] != key:
+            continue
+        start = size - span
+        if len({window[start + j] for j in range(block)}) < 2:
+            continue  # one key: rule 4's case, not a cycle
+        for i in range(start, size - block):
+            if window[i] != window[i + block]:
+                break
+            if outcomes:
+                before = outcomes.get(first + i)
+                after = outcomes.get(first + i + block)
+                if before is not None and after is not None and before != after:
+                    break  # this call's result moved: the cycle is doing something
+        else:
+            return block
+    return 0
+
+
 def observe(state: AgentState, key: bytes, digest: bytes, config: Config) -> None:
     """Record the result (its normalized digest) of the latest allowed copy of `key`.
 
@@ -105,8 +143,10 @@ def observe(state: AgentState, key: bytes, digest: bytes, config: Config) -> Non
     nothing.
     """
     position = state.awaiting.pop(key, None)
-    if position is None:
+    if position is None or position < 0:  # none out, or one of parallel copies: unknown
         return
+    if position >= state.calls - CYCLE_SPAN:
+        state.outcomes[position] = digest
     last = state.results.get(key)
     if last is None:
         state.results[key] = (digest, 1)
@@ -123,7 +163,9 @@ def observe(state: AgentState, key: bytes, digest: bytes, config: Config) -> Non
     state.results[key] = (b"".join(kept), 1)
 
 
-def _deny(state: AgentState, config: Config, kind: str, count: int, limit: int) -> Refusal:
+def _deny(
+    state: AgentState, config: Config, kind: str, count: int, limit: int, cycle: int = 0
+) -> Refusal:
     first = kind not in state.reported
     if first:
         state.reported.add(kind)
@@ -134,4 +176,4 @@ def _deny(state: AgentState, config: Config, kind: str, count: int, limit: int) 
     first_stop = stop and "stop" not in state.reported
     if first_stop:
         state.reported.add("stop")
-    return Refusal(kind, count, limit, first, stop, state.denials, first_stop)
+    return Refusal(kind, count, limit, first, stop, state.denials, first_stop, cycle)

@@ -22,6 +22,10 @@ else:  # the C parts `collections` uses: the package costs a hook process an imp
 FORMAT_VERSION = 1
 RESULT_DIGEST_SIZE = 8  # bytes of a result's digest (results.py)
 RECENT_RESULTS = 4  # distinct results remembered per key: one seen again is not progress
+# Rule 5: a block of 2 or 3 calls repeated this many rounds, nothing changing, is a frozen
+# cycle. Set by replaying real runs (docs/results.md): 2 refused healthy runs, 3 none.
+CYCLE_ROUNDS = 3
+CYCLE_SPAN = 3 * CYCLE_ROUNDS  # the most recent calls whose results rule 5 compares
 
 
 class AgentState:
@@ -33,7 +37,9 @@ class AgentState:
     store has to save (see `to_record`).
 
     With results observed (`resultProgress`, `sameResultLimit`), `awaiting` holds the call
-    number of each key's latest copy whose result has not come back, and `results` each
+    number of each key's latest copy whose result has not come back (-1: copies issued
+    before the result of the one before came back, whose results cannot be told apart),
+    `outcomes` the result digests of the last few calls (rule 5), and `results` each
     key's last RECENT_RESULTS distinct result digests (newest first, joined) with how many
     results in a row the newest was. Every key in them is in the window: they are as
     bounded as it is.
@@ -45,6 +51,7 @@ class AgentState:
         "counts",
         "denials",
         "last_new",
+        "outcomes",
         "reported",
         "restart",
         "results",
@@ -67,6 +74,8 @@ class AgentState:
         self.awaiting: dict[bytes, int] = {}
         self.results: dict[bytes, tuple[bytes, int]] = {}
         self.restart: dict[bytes, int] = {}  # key -> call number its count restarts from
+        # call number -> its result's digest, for the last CYCLE_SPAN calls (rule 5)
+        self.outcomes: dict[int, bytes] = {}
 
     def record(self, key: bytes, window: int) -> None:
         """Append an allowed call, evicting the oldest past `window`."""
@@ -85,6 +94,11 @@ class AgentState:
         else:
             since[key] = since.get(key, 0) + 1
         self.calls += 1
+        outcomes = self.outcomes
+        if outcomes:
+            old = self.calls - CYCLE_SPAN - 1
+            if old in outcomes:
+                del outcomes[old]
 
     def progress(self, key: bytes, position: int) -> None:
         """The copy of `key` made at call `position` returned something new: count its
@@ -134,6 +148,8 @@ class AgentState:
             record["results"] = {k.hex(): [d.hex(), n] for k, (d, n) in self.results.items()}
         if self.restart:
             record["restart"] = {k.hex(): n for k, n in self.restart.items()}
+        if self.outcomes:
+            record["outcomes"] = {str(n): d.hex() for n, d in self.outcomes.items()}
         return record
 
     @classmethod
@@ -159,6 +175,10 @@ class AgentState:
         state.results = {
             _key(k): (bytes.fromhex(d), int(n)) for k, (d, n) in _mapping(record, "results").items()
         }
+        recent = state.calls - CYCLE_SPAN
+        for n, d in _mapping(record, "outcomes").items():
+            if int(n) >= recent:
+                state.outcomes[int(n)] = bytes.fromhex(d)
         # A full window is 200 keys on every load: counted in C, not key by key.
         first = state.calls - len(keys)
         _count(state.counts, keys)
