@@ -32,6 +32,7 @@ from ._settings import MAX_SETTINGS_BYTES, write_text
 from ._stub_model import MODEL, StubModel
 
 EXEMPT = ("ask_user",)  # its ask-the-user tool
+ANNOTATION_ARGS = ("title",)  # exec's label for the call, the model's to rewrite each time
 PLUGIN_ID = "dsh-circuit-breaker"
 LOADER = "dsh-circuit-breaker.mjs"
 PROVIDER = "dsh-circuit-breaker-doctor"
@@ -77,7 +78,8 @@ def read_config(path: Path) -> dict[str, Any]:
 def snippet(path: Path) -> dict[str, Any]:
     """Our part of the config (what install merges in)."""
     entry = {"enabled": True, "hooks": {"allowConversationAccess": True}}
-    return {"plugins": {"load": {"paths": [str(path.parent / LOADER)]}, "entries": {PLUGIN_ID: entry}}}
+    paths = [str(path.parent / LOADER)]
+    return {"plugins": {"load": {"paths": paths}, "entries": {PLUGIN_ID: entry}}}
 
 
 def plugins_of(data: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -199,7 +201,8 @@ class OpenClaw(PluginHarness):
         path = config_path()
         data = read_config(path)
         ours = snippet(path)["plugins"]
-        plugins = data.get("plugins") if isinstance(data.get("plugins"), dict) else {}
+        found = data.get("plugins")
+        plugins: dict[str, Any] = found if isinstance(found, dict) else {}
         paths = (plugins.get("load") or {}).get("paths") or []
         report.check(
             ours["load"]["paths"][0] in paths,
@@ -216,6 +219,21 @@ class OpenClaw(PluginHarness):
         except InstallError as exc:
             report.problem(str(exc))
         return super().doctor_install(report, args) and not report.problems
+
+    def report_boot(self, report: Report, booted: Booted) -> None:
+        """OpenClaw runs a staged copy of a plugin and the files it imports (under its state
+        directory's `plugin-captures/`): the copy of our adapter counts as ours (the loader
+        check above named this environment's)."""
+        records = [
+            {**r, "pluginFile": str(self.adapter)} if _staged_adapter(r.get("pluginFile")) else r
+            for r in booted.records
+        ]
+        super().report_boot(report, Booted(records, booted.output, booted.notes))
+
+
+def _staged_adapter(path: object) -> bool:
+    parts = Path(path).parts if isinstance(path, str) else ()
+    return parts[-2:] == ("js", "openclaw.mjs") and "plugin-captures" in parts
 
 
 HARNESS = OpenClaw(
