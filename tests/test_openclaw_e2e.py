@@ -184,3 +184,28 @@ def test_loop_refused_then_aborted_other_session_apart_and_a_new_prompt_afresh(
     again = openclaw.run([*probe[:2], "Two more."], second, "Run it twice more.")
     assert again.returncode == 0, again.stderr[-3000:]
     assert lines(side) == ["cbprobe4"] * (2 * LIMIT)
+
+
+def test_install_doctor_a_bad_config_fails_the_start_uninstall(openclaw: OpenClaw) -> None:
+    assert openclaw.cli("install", "openclaw").returncode == 0
+    doctor = openclaw.cli("doctor", "openclaw")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "ok       plugin loaded in OpenClaw; guard answered" in doctor.stdout
+    assert doctor.stdout.splitlines()[-1] == "all good"
+
+    # A key the breaker does not know: OpenClaw does not start, and says which.
+    openclaw.breaker({"duplicateLimt": 3})
+    failed = openclaw.run(["Never asked."], str(uuid.uuid4()))
+    assert failed.returncode == 1
+    assert failed.model.requests == []
+    assert "plugin load failed: dsh-circuit-breaker" in failed.stderr
+    assert "unknown config key 'duplicateLimt'" in failed.stderr
+    bad = openclaw.cli("doctor", "openclaw")
+    assert bad.returncode == 1 and "unknown config key 'duplicateLimt'" in bad.stdout
+    openclaw.breaker_config.unlink()
+
+    assert openclaw.cli("uninstall", "openclaw").returncode == 0
+    plugins = json.loads(openclaw.config.read_text())["plugins"]
+    assert plugins == {"load": {"paths": []}, "entries": {}}
+    missing = openclaw.cli("doctor", "openclaw")
+    assert missing.returncode == 1 and "not installed" in missing.stdout

@@ -221,12 +221,14 @@ class OpenClaw(PluginHarness):
         return super().doctor_install(report, args) and not report.problems
 
     def report_boot(self, report: Report, booted: Booted) -> None:
-        """OpenClaw runs a staged copy of a plugin and the files it imports (under its state
-        directory's `plugin-captures/`): the copy of our adapter counts as ours (the loader
-        check above named this environment's)."""
+        """One record per load: the config check at `register` (`start: 0`; the guard it
+        starts next writes its own). OpenClaw runs a staged copy of a plugin and the files
+        it imports (under its state directory's `plugin-captures/`): the copy of our adapter
+        counts as ours (the loader check above named this environment's)."""
         records = [
             {**r, "pluginFile": str(self.adapter)} if _staged_adapter(r.get("pluginFile")) else r
             for r in booted.records
+            if r.get("start") == 0
         ]
         super().report_boot(report, Booted(records, booted.output, booted.notes))
 
