@@ -56,7 +56,7 @@ def one_run(calls: int, with_breaker: bool) -> tuple[list[float], float]:
         home = Path(tmp) / "home"
         home.mkdir()
         product = Installed(the_venv(), home)
-        env = product.env
+        env = {k: v for k, v in product.env.items() if not k.startswith("OPENCLAW_")}
         dead = f"http://127.0.0.1:{closed_port()}"
         env.update(PATH=f"{BIN}:{env['PATH']}", HTTP_PROXY=dead, HTTPS_PROXY=dead)
         env.update(NO_PROXY="127.0.0.1", BENCH_TIMING_FILE=str(Path(tmp) / "timings.tsv"))

@@ -58,7 +58,8 @@ class OpenClaw:
         self.incidents = self.home / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
         self.breaker_config = self.home / "config" / "dsh-circuit-breaker" / "config.json"
         dead = f"http://127.0.0.1:{closed_port()}"
-        self.env = product.env
+        # OpenClaw's own variables would point it (and install) outside the scratch HOME.
+        self.env = {k: v for k, v in product.env.items() if not k.startswith("OPENCLAW_")}
         self.env["PATH"] = f"{BIN}:{self.env['PATH']}"
         self.env.update(
             HTTP_PROXY=dead,

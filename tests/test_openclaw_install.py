@@ -22,7 +22,8 @@ ENTRY = {"enabled": True, "hooks": {"allowConversationAccess": True}}
 def cli(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "dsh_circuit_breaker.cli", *args],
-        env=hook_env(home, **env),
+        # OpenClaw's own variables, the developer's, would point install outside `home`.
+        env={k: v for k, v in hook_env(home, **env).items() if not k.startswith("OPENCLAW_")} | env,
         capture_output=True,
         text=True,
         timeout=60,
