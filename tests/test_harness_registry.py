@@ -36,7 +36,7 @@ TESTS = Path(__file__).parent
 ROOT = TESTS.parent
 # Plugin harnesses with no description in support/plugin_harnesses.py yet (they have e2e
 # files of their own, or none). Empty it as they join; a harness that joined must leave.
-PLUGIN_GAPS = {"cline", "dsh"}
+PLUGIN_GAPS = {"cline", "dsh", "openclaw"}
 # Targets of `install` that are neither kind, each with a suite of its own: MCP wraps the
 # servers of a client's MCP config in the relay (the relay, and real CLIs as its clients).
 OWN_SUITES = {"mcp": ("test_mcp_relay.py", "test_mcp_agents_e2e.py")}

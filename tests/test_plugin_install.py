@@ -50,7 +50,7 @@ def name(request: pytest.FixtureRequest) -> str:
 
 
 def test_every_plugin_harness_is_registered() -> None:
-    assert set(PLUGIN_HARNESSES) == {*NAMES, "dsh", "mcp"}  # mcp: its own suites
+    assert set(PLUGIN_HARNESSES) == {*NAMES, "dsh", "mcp", "openclaw"}  # their own suites
     for harness in PLUGIN_HARNESSES.values():
         module = harness()
         for member in ("add_arguments", "install", "uninstall", "doctor"):

@@ -179,6 +179,12 @@ def _kilo() -> Plugin:
     return kilo
 
 
+def _openclaw() -> Plugin:
+    from . import openclaw
+
+    return openclaw
+
+
 def _mcp() -> Plugin:
     from . import mcp
 
@@ -203,6 +209,7 @@ PLUGIN_HARNESSES: dict[str, Callable[[], Plugin]] = {
     "pi": _pi,
     "opencode": _opencode,
     "kilo": _kilo,
+    "openclaw": _openclaw,
     # MCP clients: the relay wrapped around each server of a client's config (install mcp).
     "mcp": _mcp,
 }

@@ -15,7 +15,7 @@
 // that stays silent through a second is hung. A guard that died or hung is restarted
 // once per runtime; after that, calls are allowed unchecked. A bad config is the one
 // loud failure: `startGuard` throws `ConfigFailure` naming the key.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { appendFileSync, existsSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -112,6 +112,40 @@ function findPython(options, adapterGuess) {
 export function startAsHook({ options, harness, logger, pluginFile }) {
   const { harness: named = harness, configFile = null, ...config } = options ?? {};
   return startGuard({ config, logger, pluginFile, hello: { harness: named, configFile } });
+}
+
+// `startAsHook`'s config check alone, synchronously, for a harness whose plugin must
+// register synchronously (OpenClaw): one guard process answers the hello and exits (its
+// stdin closes). Returns the breaker's effective keys; throws ConfigFailure for a bad
+// config. A guard that cannot start is no config error: the keys as given, and the
+// asynchronous start reports it.
+export function checkAsHook({ options, harness, pluginFile, label = 'dsh-circuit-breaker' }) {
+  const { harness: named = harness, configFile = null, ...config } = options ?? {};
+  const breakerConfig = {};
+  for (const [key, value] of Object.entries(config)) {
+    if (!OWN_KEYS.includes(key)) breakerConfig[key] = value;
+  }
+  const hello = { op: 'hello', id: 1, harness: named, configFile, config: breakerConfig, state: config.state ?? null };
+  const timeout = positive(config.startTimeoutMs, 'startTimeoutMs', DEFAULT_START_TIMEOUT_MS, label);
+  const python = findPython(config);
+  const done = spawnSync(python, ['-c', PROGRAM, 'serve', '--stdio'], {
+    input: JSON.stringify(hello) + '\n',
+    encoding: 'utf8',
+    timeout,
+    maxBuffer: 1024 * 1024,
+    windowsHide: true,
+  });
+  let reply;
+  try {
+    reply = JSON.parse(String(done.stdout ?? '').split('\n')[0]);
+  } catch {
+    return breakerConfig;
+  }
+  // For doctor: the check is this plugin's first start (`start: 0`; the guard's own follow).
+  const error = reply?.ok === false ? String(reply.error ?? 'the guard rejected its config') : undefined;
+  readyMarker({ start: 0, ok: reply?.ok === true, pid: done.pid ?? null, python, config: reply?.config, error, pluginFile });
+  if (error !== undefined) throw new ConfigFailure(`${label}: ${error}`);
+  return reply?.ok === true ? { ...breakerConfig, ...(reply.config ?? {}) } : breakerConfig;
 }
 
 // The decision an adapter hands its harness: a refusal (`{message, stop, stopReason}`, as
