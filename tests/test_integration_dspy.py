@@ -110,7 +110,8 @@ def test_stop_after_denials_zero_keeps_the_plain_refusals() -> None:
         module = guard(react([scenario.search_function(ran)]), config=Config(stop_after_denials=0))
         out = ask(server, module, "find it")
     assert ran == ["same"] * scenario.RUNS
-    assert len(server.model_requests) == 13  # 11 calls, `finish`, the extract step
+    # 5 ran, 5 refused, then `finish` and the extract step.
+    assert len(server.model_requests) == scenario.RUNS + 5 + 2
     assert out.answer == scenario.GIVE_UP
 
 

@@ -232,10 +232,12 @@ def test_group_chat_agents_are_keyed_apart_per_turn_or_by_name() -> None:
     assert len(ran) == 16 and refused == []
     gc.collect()
     assert list(per_turn.breaker.store.agents()) == []  # each turn's state went with it
-    # Keyed by agent name, across turns: each agent's second turn runs 2 and is refused 2.
-    config = Config(reset_on_new_call=False, reset_on_user_prompt=False)
+    # Keyed by agent name, across turns: each agent's second turn runs 1 (its 5th copy) and
+    # is refused 3 (stopAfterDenials=0: the third refusal in a row would stop the agent,
+    # which is not what this test is about).
+    config = Config(reset_on_new_call=False, reset_on_user_prompt=False, stop_after_denials=0)
     ran, refused = group_chat(SemanticKernelCircuitBreaker(config=config))
-    assert len(ran) == 12 and len(refused) == 4
+    assert len(ran) == 2 * scenario.RUNS and len(refused) == 2 * 3
     for text in refused:
         scenario.assert_loop_refusal(text)
 
