@@ -3,7 +3,7 @@ are decided."""
 
 from __future__ import annotations
 
-from .state import CYCLE_ROUNDS, CYCLE_SPAN, RECENT_RESULTS, RESULT_DIGEST_SIZE
+from .state import RECENT_RESULTS, RESULT_DIGEST_SIZE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,12 +76,13 @@ def decide(
         last = state.results.get(key)
         if last is not None and last[1] >= same_limit:  # stuck, new calls between or not
             return _deny(state, config, "duplicate", last[1], same_limit)
+    rounds = config.cycle_rounds
     window = state.window
-    if len(window) >= 2 * CYCLE_ROUNDS and (window[-2] == key or window[-3] == key):
-        block = frozen_cycle(state, key)
+    if rounds and len(window) >= 2 * rounds and (window[-2] == key or window[-3] == key):
+        block = frozen_cycle(state, key, rounds)
         if block:
-            return _deny(state, config, "duplicate", CYCLE_ROUNDS, CYCLE_ROUNDS, block)
-    state.record(key, config.window)
+            return _deny(state, config, "duplicate", rounds, rounds, block)
+    state.record(key, config.window, 3 * rounds)
     if config.observes_results:
         # A copy issued while the last one's result is still out (parallel calls): neither
         # result can be told from the other, so both are judged as never having arrived.
@@ -104,9 +105,9 @@ def _allowed(seen: int, limit: int) -> Verdict:
     return verdict
 
 
-def frozen_cycle(state: AgentState, key: bytes) -> int:
+def frozen_cycle(state: AgentState, key: bytes, rounds: int) -> int:
     """Rule 5: the size of the block (2 or 3 calls, at least two keys) that the agent's
-    last CYCLE_ROUNDS rounds repeated back to back, each call returning what its
+    last `rounds` rounds repeated back to back, each call returning what its
     counterpart of the round before returned (a missing result counts as unchanged), and
     that `key` would continue; 0 when there is none."""
     window = state.window
@@ -114,7 +115,7 @@ def frozen_cycle(state: AgentState, key: bytes) -> int:
     outcomes = state.outcomes
     first = state.calls - size  # the call number of window[0]
     for block in (2, 3):
-        span = block * CYCLE_ROUNDS
+        span = block * rounds
         if size < span or window[-block] != key:
             continue
         start = size - span
@@ -145,7 +146,7 @@ def observe(state: AgentState, key: bytes, digest: bytes, config: Config) -> Non
     position = state.awaiting.pop(key, None)
     if position is None or position < 0:  # none out, or one of parallel copies: unknown
         return
-    if position >= state.calls - CYCLE_SPAN:
+    if position >= state.calls - 3 * config.cycle_rounds:
         state.outcomes[position] = digest
     last = state.results.get(key)
     if last is None:
