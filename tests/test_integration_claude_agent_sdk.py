@@ -143,7 +143,7 @@ def check_loop(fake: FakeAnthropic, ran: Path) -> None:
     assert not fake.errors
 
 
-def test_loop_is_refused_after_six(tmp_path: Path) -> None:
+def test_loop_is_refused_at_the_sixth_copy(tmp_path: Path) -> None:
     with FakeAnthropic(after=looping()) as fake:
         messages = asyncio.run(
             run_query("PROMPT loop", options(fake, tmp_path, circuit_breaker_hooks()))

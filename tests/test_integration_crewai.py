@@ -105,7 +105,7 @@ def check_loop_results(server: ScriptedServer, refused: int) -> None:
     assert server.errors == []
 
 
-def test_loop_is_refused_after_six(hooks: Any) -> None:
+def test_loop_is_refused_at_the_sixth_copy(hooks: Any) -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of, tag=TAG)) as server:
         out = crew(server, [looping_search(ran)]).kickoff()

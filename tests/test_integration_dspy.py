@@ -71,7 +71,7 @@ def web_tools(ran: list[str]) -> list[Any]:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_loop_is_refused_after_six(mode: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy(mode: str) -> None:
     ran: list[str] = []
     with FakeDSPy(after=scenario.wire_loop(dspy_results)) as server:
         out = ask(server, guard(react([scenario.search_function(ran)])), "find it", mode)

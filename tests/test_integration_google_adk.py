@@ -176,7 +176,7 @@ def last_contents(server: FakeGemini) -> list[Any]:
 
 
 @pytest.mark.parametrize("how", ["sync", "async"])
-def test_loop_is_refused_after_six_over_the_gemini_api(how: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_over_the_gemini_api(how: str) -> None:
     ran: list[str] = []
     plugin = CircuitBreakerPlugin()
     with FakeGemini(after=scenario.wire_loop(FakeGemini.results_of)) as server:

@@ -109,7 +109,7 @@ def refusals(messages: list[Any]) -> list[ToolMessage]:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six(provider: str, mode: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy(provider: str, mode: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
     with fake(after=scenario.wire_loop(fake.results_of)) as server:

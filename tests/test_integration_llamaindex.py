@@ -58,7 +58,7 @@ def run(agent: Any, prompt: str, **kw: Any) -> Any:
     return asyncio.run(go())
 
 
-def test_loop_is_refused_after_six() -> None:
+def test_loop_is_refused_at_the_sixth_copy() -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of, tag=TAG)) as server:
         agent = FunctionAgent(tools=[scenario.search_function(ran)], llm=llm(server))

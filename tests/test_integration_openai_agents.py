@@ -103,7 +103,7 @@ def last_input(model: ScriptedModel) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_loop_is_refused_after_six_sync(api: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_sync(api: str) -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of)) as server:
         agent = Agent(name="looper", model=openai_model(server, api), tools=[search_tool(ran)])
@@ -122,7 +122,7 @@ def test_loop_is_refused_after_six_sync(api: str) -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_loop_is_refused_after_six_streamed(api: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_streamed(api: str) -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of)) as server:
         agent = Agent(name="looper", model=openai_model(server, api), tools=[search_tool(ran)])

@@ -151,7 +151,7 @@ def looping(server: ScriptedServer, ran: list[str], **kw: Any) -> Any:
     )
 
 
-def test_loop_is_refused_after_six() -> None:
+def test_loop_is_refused_at_the_sixth_copy() -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(results_of)) as server:
         chat = run(looping(server, ran), "find it")

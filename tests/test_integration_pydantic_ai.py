@@ -156,7 +156,7 @@ def check_loop_run(
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six_sync(provider: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_sync(provider: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
     with fake(after=scenario.wire_loop(fake.results_of)) as server:
@@ -168,7 +168,7 @@ def test_loop_is_refused_after_six_sync(provider: str) -> None:
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six_async(provider: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_async(provider: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
     with fake(after=scenario.wire_loop(fake.results_of)) as server:
@@ -339,7 +339,7 @@ def test_a_failing_agent_id_fails_open(caplog: pytest.LogCaptureFixture) -> None
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six_streamed(provider: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_streamed(provider: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
 

@@ -100,7 +100,7 @@ def web_tools(ran: list[str]) -> list[Callable[..., Any]]:
     return [search, web_search]
 
 
-def test_loop_is_refused_after_six() -> None:
+def test_loop_is_refused_at_the_sixth_copy() -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of)) as server:
         a = agent(server, [scenario.search_function(ran)])

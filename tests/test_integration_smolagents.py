@@ -75,7 +75,7 @@ def agent(server: FakeOpenAI, tools: list[Any], **kw: Any) -> Any:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_loop_is_refused_after_six(stream: bool) -> None:
+def test_loop_is_refused_at_the_sixth_copy(stream: bool) -> None:
     ran: list[str] = []
     with FakeSmolagents(after=answering(scenario.wire_loop(smolagents_results))) as server:
         a = guard(agent(server, search_tools(ran)))
@@ -204,7 +204,7 @@ def code_turn(body: dict[str, Any]) -> Any:
     return "Thought: search again.\n<code>\nprint(search(query='same'))\n</code>"
 
 
-def test_a_code_agent_is_refused_after_six_and_stopped_at_its_third_refusal() -> None:
+def test_a_code_agent_is_refused_at_the_sixth_copy_and_stopped_at_its_third_refusal() -> None:
     ran: list[str] = []
     with FakeSmolagents(after=code_turn) as server:
         a = guard(CodeAgent(tools=search_tools(ran), model=model(server), verbosity_level=0))

@@ -170,7 +170,7 @@ def check_loop(agent: Agent, reply: Any, ran: list[str], tag: str = "loop") -> N
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six_sync(provider: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_sync(provider: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
     with fake(after=scenario.wire_loop(fake.results_of)) as server:
@@ -181,7 +181,7 @@ def test_loop_is_refused_after_six_sync(provider: str) -> None:
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six_async(provider: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_async(provider: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
     with fake(after=scenario.wire_loop(fake.results_of)) as server:
