@@ -239,13 +239,17 @@ HOOK_MODULES = {
 }
 
 
-def test_an_allowed_call_imports_only_what_it_needs(tmp_path: Path) -> None:
-    """Beyond `import _json, _sqlite3, _blake2` (bench/hook_latency.py's floor, which
-    brings functools and collections with it), an allowed call imports HOOK_MODULES and
+@pytest.mark.parametrize("export", [False, True], ids=["plain", "otel-export-on"])
+def test_an_allowed_call_imports_only_what_it_needs(tmp_path: Path, export: bool) -> None:
+    """With OpenTelemetry export on or off (telemetry.py: a refusal loads the SDK, an
+    allowed call nothing of it), beyond `import _json, _sqlite3, _blake2`
+    (bench/hook_latency.py's floor, which brings functools and collections with it), an
+    allowed call imports HOOK_MODULES and
     `__future__` (the runtime side of `from __future__ import annotations`), nothing else:
     no json, re, typing, logging, and none of our modules for denials or other commands.
     (`_collections`, the C part of collections that state.py uses, is in the floor from
     Python 3.11, where `_sqlite3` imports functools; on 3.10 it is ours to import.)"""
+    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_SERVICE_NAME": "x"}
     code = (
         "import sys, _json, _sqlite3, _blake2\n"
         "floor = set(sys.modules)\n"
@@ -258,7 +262,7 @@ def test_an_allowed_call_imports_only_what_it_needs(tmp_path: Path) -> None:
         input=json.dumps(pre_tool_use("Bash", {"command": "ls"})),
         capture_output=True,
         text=True,
-        env=hook_env(tmp_path),
+        env=hook_env(tmp_path, **otel) if export else hook_env(tmp_path),
         timeout=60,
         check=True,
     )

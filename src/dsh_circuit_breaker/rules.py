@@ -112,26 +112,35 @@ def frozen_cycle(state: AgentState, key: bytes, rounds: int) -> int:
     that `key` would continue; 0 when there is none."""
     window = state.window
     size = len(window)
-    outcomes = state.outcomes
-    first = state.calls - size  # the call number of window[0]
     for block in (2, 3):
         span = block * rounds
         if size < span or window[-block] != key:
             continue
-        start = size - span
-        if len({window[start + j] for j in range(block)}) < 2:
-            continue  # one key: rule 4's case, not a cycle
-        for i in range(start, size - block):
-            if window[i] != window[i + block]:
+        # Newest first: in healthy work the period breaks within a call or two.
+        for back in range(1, span - block + 1):
+            if window[-back] != window[-back - block]:
                 break
-            if outcomes:
-                before = outcomes.get(first + i)
-                after = outcomes.get(first + i + block)
-                if before is not None and after is not None and before != after:
-                    break  # this call's result moved: the cycle is doing something
         else:
-            return block
+            if len({window[-j] for j in range(1, block + 1)}) > 1 and _unchanged(
+                state, block, span
+            ):
+                return block  # (one key alone is rule 4's case, not a cycle)
     return 0
+
+
+def _unchanged(state: AgentState, block: int, span: int) -> bool:
+    """Whether each of the last `span` calls but the first round returned what the call
+    `block` before it returned, where both results are known."""
+    outcomes = state.outcomes
+    if not outcomes:
+        return True
+    calls = state.calls
+    for back in range(1, span - block + 1):
+        after = outcomes.get(calls - back)
+        before = outcomes.get(calls - back - block)
+        if after is not None and before is not None and after != before:
+            return False  # this call's result moved: the cycle is doing something
+    return True
 
 
 def observe(state: AgentState, key: bytes, digest: bytes, config: Config) -> None:
