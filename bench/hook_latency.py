@@ -24,6 +24,13 @@ and with it `re`, whatever the file says):
 - hook, post-tool result          the harness's post-tool event for that call: a second
   process per tool call, the extra cost of results where the harness has no HTTP hook
 
+With `--otel`, two rows more, with OpenTelemetry export on (OTEL_EXPORTER_OTLP_ENDPOINT
+naming a collector on 127.0.0.1 that this program runs, answering every export at once):
+
+- hook, allowed, export on        the allowed case: nothing of OpenTelemetry is loaded
+- hook, denied, export on         the denied case: the SDK is imported and the event sent
+                                  before the process exits
+
 The hook rows run exactly the command `install NAME` writes (harnesses/_settings.py) for
 `--harness NAME` (default claude-code), on events in that harness's own shape (built from
 its doctor probe event).
@@ -33,11 +40,13 @@ installed wheel has it; with PYTHONDONTWRITEBYTECODE and an editable install eve
 would recompile the package each time.
 
     .venv/bin/python bench/hook_latency.py [--rounds 200] [--harness gemini-cli] [--results]
+        [--otel]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.server
 import json
 import os
 import shlex
@@ -45,6 +54,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -63,6 +73,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--harness", choices=list(HARNESSES), default=DEFAULT)
     parser.add_argument("--results", action="store_true", help="add the post-tool rows")
+    parser.add_argument("--otel", action="store_true", help="add the OpenTelemetry rows")
     args = parser.parse_args()
     harness = load(args.harness)
     hook = shlex.split(hook_command(harness=args.harness))
@@ -103,12 +114,19 @@ def main() -> int:
         }
         if args.results:
             cases.update(_results_cases(harness, args.harness, event, Path(tmp)))
+        envs = dict.fromkeys(cases, env)
+        if args.otel:
+            collector = _collector()
+            otel_env = {**env, "OTEL_EXPORTER_OTLP_ENDPOINT": collector}
+            cases["hook, allowed, export on"] = (hook, allowed)
+            cases["hook, denied, export on"] = (hook, lambda: repeated)
+            envs.update(dict.fromkeys(list(cases)[-2:], otel_env))
         times: dict[str, list[float]] = {name: [] for name in cases}
         for round_ in range(args.warmup + args.rounds):
             for name, (command, payload) in cases.items():
                 data = payload()
                 started = time.perf_counter()
-                done = subprocess.run(command, input=data, env=env, capture_output=True)
+                done = subprocess.run(command, input=data, env=envs[name], capture_output=True)
                 elapsed = time.perf_counter() - started
                 if done.returncode != 0 or done.stderr:
                     raise SystemExit(f"{name} failed: {done.returncode} {done.stderr!r}")
@@ -130,6 +148,17 @@ def main() -> int:
     extra = hook_median - base
     ratio = hook_median / base
     print(f"\nhook (allowed) over baseline: +{extra:.2f} ms, {ratio:.2f}x (target <= 1.4x)")
+    if args.otel:
+        for case in ("allowed", "denied"):
+            plain = (
+                "hook, allowed (new call)"
+                if case == "allowed"
+                else "hook, denied (repeat past limit)"
+            )
+            extra = statistics.median(times[f"hook, {case}, export on"]) - statistics.median(
+                times[plain]
+            )
+            print(f"OpenTelemetry export on, {case}: {extra:+.2f} ms against export off")
     if args.results:
         off = statistics.median(times["hook, allowed, results off"])
         pre = statistics.median(times["hook, allowed, results on"]) - off
@@ -172,6 +201,26 @@ def _results_cases(
         "hook, allowed, results on": (commands[True], allowed),
         "hook, post-tool result": (commands[True], outcome),
     }
+
+
+def _collector() -> str:
+    """An OTLP/HTTP endpoint on 127.0.0.1 that takes every export at once (a collector's
+    fastest answer: what is measured is the hook's side)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def _event_maker(harness: Any) -> Callable[..., bytes]:

@@ -2,10 +2,12 @@
 the calibration corpus.
 
     .venv/bin/python bench/result_gate.py [--limits 6,8,10,12,16] [--no-corpus] [--no-suites]
+        [--config NAME=KEY=VALUE,...]...
 
 Configs, each on top of the replay's usual base (the harness's installed defaults, no
-config file): `default` (today's), `progress` (`resultProgress: true`) and `progress+sN`
-(`resultProgress: true`, `sameResultLimit: N`) for each N of --limits. A config whose keys
+config file): `default` (today's), `progress` (`resultProgress: true`), `progress+sN`
+(`resultProgress: true`, `sameResultLimit: N`) for each N of --limits, and each --config
+(e.g. `cycle2=cycleRounds=2`). A config whose keys
 this build does not know is reported and left out, so the script runs before the engine
 has them.
 
@@ -48,9 +50,12 @@ SUITES = os.path.join(HERE, "peer_suites")  # build.py; the files it writes are 
 CORPUS = os.path.join(ROOT, "..", "shared", "corpus")
 
 
-def configs(limits: list[int]) -> list[tuple[str, ReplayConfig]]:
+def configs(limits: list[int], named: list[str]) -> list[tuple[str, ReplayConfig]]:
     wanted: list[tuple[str, list[str]]] = [("default", []), ("progress", ["resultProgress=true"])]
     wanted += [(f"progress+s{n}", ["resultProgress=true", f"sameResultLimit={n}"]) for n in limits]
+    for text in named:  # NAME=key=value,key=value
+        name, _, overrides = text.partition("=")
+        wanted.append((name, [o for o in overrides.split(",") if o]))
     built = []
     for name, overrides in wanted:
         try:
@@ -255,9 +260,16 @@ def main() -> int:
     parser.add_argument("--loop-streak", type=int, default=8, help="as calibrate's")
     parser.add_argument("--no-corpus", action="store_true")
     parser.add_argument("--no-suites", action="store_true")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="NAME=KEY=VALUE,...",
+        help="one more config, e.g. calls-only=resultProgress=false,cycleRounds=0 (repeatable)",
+    )
     args = parser.parse_args()
     limits = [int(n) for n in args.limits.split(",") if n.strip()]
-    built = configs(limits)
+    built = configs(limits, args.config)
     print("configs: " + ", ".join(name for name, _ in built))
     print()
     if not args.no_suites:

@@ -24,15 +24,16 @@ def test_version() -> None:
     assert result.stdout.strip() == f"dsh-circuit-breaker {__version__}"
 
 
-def test_demo_shows_six_allowed_four_denied_the_text_and_the_incident() -> None:
+def test_demo_shows_five_allowed_five_denied_the_text_and_the_incident() -> None:
     result = cli("demo")
     assert result.returncode == 0, result.stderr
     verdicts = re.findall(
         r"^call +(\d+): .*->  (allowed|DENIED \(duplicate\))$", result.stdout, re.M
     )
-    assert [v for _, v in verdicts] == ["allowed"] * 6 + ["DENIED (duplicate)"] * 4
-    assert "NOT run, a repeat (runs: 6, limit: 6)" in result.stdout
-    assert "this agent is being stopped" in result.stdout  # the 9th call stops it
+    # The original plugin's probe: "the sixth call was denied".
+    assert [v for _, v in verdicts] == ["allowed"] * 5 + ["DENIED (duplicate)"] * 5
+    assert "NOT run, a repeat (copies: 6, limit: 6)" in result.stdout
+    assert "this agent is being stopped" in result.stdout  # the 8th call stops it
     incidents = [json.loads(line) for line in result.stdout.strip().splitlines()[-2:]]
     assert [i["kind"] for i in incidents] == ["duplicate", "stop"]
     assert all(i["agent"] == "demo-agent" for i in incidents)
@@ -55,7 +56,7 @@ def test_help_lists_the_commands_and_exits_zero() -> None:
         assert command in result.stdout
 
 
-@pytest.mark.parametrize("calls", [1, 3, 6])
+@pytest.mark.parametrize("calls", [1, 3, 5])
 def test_a_demo_without_a_denial_has_an_empty_incident_log(calls: int) -> None:
     result = cli("demo", "--calls", str(calls))  # was FileNotFoundError: incidents.jsonl
     assert result.returncode == 0, result.stderr

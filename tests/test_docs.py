@@ -55,7 +55,7 @@ SESSION_ID = "9368cae3-05d1-4c33-9f8d-776fe30ebaa1"
 
 
 def _pattern(template: str) -> re.Pattern[str]:
-    parts = re.split(r"\{(?:tool|count|limit|kind)\}", template)
+    parts = re.split(r"\{(?:tool|count|limit|kind|calls)\}", template)
     return re.compile(r"[^\s.]+".join(re.escape(p) for p in parts))
 
 
@@ -89,8 +89,10 @@ def test_every_quoted_denial_is_a_default_text(path: Path) -> None:
 
 def test_readme_and_every_integration_doc_show_both_texts() -> None:
     for path in DOCS:
-        if path.name in ("transcripts.md", "results.md"):
-            continue  # not an integration: replay reports denials, results.md a setting
+        if path.name in ("transcripts.md", "results.md", "observability.md"):
+            # Not an integration: replay reports denials, results.md is a setting, and
+            # observability.md what an operator watches.
+            continue
         kinds = {k for q in quoted_denials(path) for k, p in PATTERNS.items() if p.match(q)}
         assert {"duplicate", "cap"} <= kinds, f"{path.name} lacks a literal denial text"
 

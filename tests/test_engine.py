@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker import CircuitBreaker, Config, Decision
+from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError, Decision
 from dsh_circuit_breaker.demo import probe_calls
 
 
@@ -447,3 +447,17 @@ def test_building_a_breaker_does_not_grow_with_its_limits() -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     built, counts = out.stdout.split(" ", 1)
     assert float(built) < 0.5 and counts.strip() == "[1, 2, 3]"
+
+
+def test_cycle_rounds_sets_rule_five_and_zero_turns_it_off() -> None:
+    calls = [("t", "AB"[i % 2]) for i in range(30)]
+    assert first_denial(run(CircuitBreaker(Config(cycle_rounds=2)), calls)) == 5
+    assert first_denial(run(CircuitBreaker(Config(cycle_rounds=4)), calls)) == 9
+    # Off: rule 4 alone; B's first call (2) is the last new one, its sixth copy is call 12.
+    assert first_denial(run(CircuitBreaker(Config(cycle_rounds=0)), calls)) == 12
+
+
+@pytest.mark.parametrize("rounds", [-1, 1, 11, True])
+def test_cycle_rounds_out_of_range_fails_at_load(rounds: int) -> None:
+    with pytest.raises(ConfigError, match="cycleRounds"):
+        Config(cycle_rounds=rounds)

@@ -71,16 +71,16 @@ def test_hello_then_duplicate_denial_with_the_spec_text(guard: Guard, tmp_path: 
         {"op": "hello", "id": 0, "config": {"duplicateLimit": 3, "incidentLog": str(log)}}
     )
     assert hello["ok"] is True and hello["id"] == 0
-    assert hello["config"]["duplicateLimit"] == 2
+    assert hello["config"]["duplicateLimit"] == 3
     assert guard.ask(check("a", "ls", 1)) == {"allowed": True, "id": 1}
     assert guard.ask(check("a", "ls", 2)) == {"allowed": True, "id": 2}
     denied = guard.ask(check("a", "ls", 3))
     assert denied == {
         "allowed": False,
         "kind": "duplicate",
-        "message": render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 2, 2),
-        "count": 2,
-        "limit": 2,
+        "message": render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 3, 3),
+        "count": 3,
+        "limit": 3,
         "stop": False,
         "id": 3,
     }
@@ -304,7 +304,7 @@ def test_a_harness_hello_loads_the_config_its_command_hook_would(
     hello = {"op": "hello", "id": 0, "harness": "cline", "configFile": str(config), "config": {}}
     reply = server.handle_line(json.dumps(hello).encode())
     assert reply is not None and reply["ok"] is True, reply
-    assert reply["config"]["duplicateLimit"] == 2
+    assert reply["config"]["duplicateLimit"] == 3
     assert "ask_question" in reply["config"]["exempt"]
     assert reply["config"]["incidentLog"].startswith(str(tmp_path / "state"))  # on, as for hooks
     for step in range(3):
@@ -343,10 +343,10 @@ def test_a_lone_surrogate_in_an_id_is_judged_by_its_bytes(tmp_path: Path) -> Non
     assert g.ask(hello)["ok"] is True
     for agent in ("x\\ud800y", "x\\udfffy"):
         answers = []
-        for step in range(1, 8):
+        for step in range(1, 7):
             line = json.dumps(check("PLACEHOLDER", "same", step)).replace("PLACEHOLDER", agent)
             answers.append(g.ask(line.encode()).get("allowed"))
-        assert answers == [True] * 6 + [False], agent
+        assert answers == [True] * 5 + [False], agent
     code, stderr = g.close()
     assert code == 0 and "Traceback" not in stderr and "internal error" not in stderr
     assert len(log.read_text().splitlines()) == 2  # one incident per agent
@@ -383,10 +383,11 @@ def test_results_move_a_poll_on_only_with_result_progress(keys: dict[str, Any]) 
     finally:
         code, stderr = guard.close()
     assert code == 0 and stderr == ""
-    refused_at_7th = [True] * 6 + [False] * 4
-    assert frozen == refused_at_7th
+    refused_at_6th = [True] * 5 + [False] * 5
+    assert frozen == refused_at_6th
     moves_on = keys.get("resultProgress", Config().result_progress)
-    assert moving == moving_anon == ([True] * 10 if moves_on else refused_at_7th)
+    assert moves_on is (keys != OFF)  # on by default
+    assert moving == moving_anon == ([True] * 10 if moves_on else refused_at_6th)
 
 
 def test_a_bad_result_never_answers_never_denies_and_warns_once() -> None:
@@ -406,7 +407,7 @@ def test_a_bad_result_never_answers_never_denies_and_warns_once() -> None:
             "ok": True,
             "id": 5,
         }
-        assert poll(guard, "a", ["same"] * 7) == [True] * 6 + [False]
+        assert poll(guard, "a", ["same"] * 6) == [True] * 5 + [False]
     finally:
         code, stderr = guard.close()
     assert code == 0

@@ -24,15 +24,15 @@ def state_dir(home: Path) -> Path:
     return home / "state" / "dsh-circuit-breaker"
 
 
-def test_probe_six_run_then_denied_with_exact_shape(tmp_path: Path) -> None:
+def test_probe_five_run_the_sixth_denied_with_exact_shape(tmp_path: Path) -> None:
     env = hook_env(tmp_path)
     outs = [run_hook(pre_tool_use("Bash", call), env) for call in PROBE]
     assert [o.returncode for o in outs] == [0] * 10
-    assert [o.stdout for o in outs[:6]] == [""] * 6  # allow: print nothing
+    assert [o.stdout for o in outs[:5]] == [""] * 5  # allow: print nothing
     assert all(o.stderr == "" for o in outs)
-    for number, o in enumerate(outs[6:], start=7):
+    for number, o in enumerate(outs[5:], start=6):
         decision = json.loads(o.stdout)
-        if number >= 9:  # the 3rd refusal in a row on: the deny, and Claude Code's stop
+        if number >= 8:  # the 3rd refusal in a row on: the deny, and Claude Code's stop
             assert decision.pop("continue") is False
             assert decision.pop("stopReason").startswith(
                 "Circuit breaker: this agent is being stopped because it no longer reads"
@@ -43,7 +43,7 @@ def test_probe_six_run_then_denied_with_exact_shape(tmp_path: Path) -> None:
         assert specific["hookEventName"] == "PreToolUse"
         assert specific["permissionDecision"] == "deny"
         reason = specific["permissionDecisionReason"]
-        assert reason.startswith("Circuit breaker: NOT run, a repeat (runs: 6, limit: 6)")
+        assert reason.startswith("Circuit breaker: NOT run, a repeat (copies: 6, limit: 6)")
         assert "this Bash call is identical" in reason
     # The default state and incident log live in the XDG state directory, owner-only.
     directory = state_dir(tmp_path)
@@ -61,8 +61,8 @@ def test_probe_six_run_then_denied_with_exact_shape(tmp_path: Path) -> None:
 def test_subagent_is_its_own_agent(tmp_path: Path) -> None:
     env = hook_env(tmp_path)
     call = {"command": "grep -r needle ."}
-    sub = [run_hook(pre_tool_use("Bash", call, agent_id="a1b2"), env) for _ in range(7)]
-    assert [denial(o.stdout) is None for o in sub] == [True] * 6 + [False]
+    sub = [run_hook(pre_tool_use("Bash", call, agent_id="a1b2"), env) for _ in range(6)]
+    assert [denial(o.stdout) is None for o in sub] == [True] * 5 + [False]
     # The parent, same session_id, has made none of those calls.
     parent = run_hook(pre_tool_use("Bash", call), env)
     assert denial(parent.stdout) is None
@@ -74,7 +74,7 @@ def test_subagent_is_its_own_agent(tmp_path: Path) -> None:
 
 def test_user_prompt_resets_the_main_agent_only(tmp_path: Path) -> None:
     env = hook_env(tmp_path)
-    for _ in range(6):
+    for _ in range(5):
         assert denial(run_hook(pre_tool_use(), env).stdout) is None
         assert denial(run_hook(pre_tool_use(agent_id="sub"), env).stdout) is None
     assert denial(run_hook(pre_tool_use(), env).stdout) is not None
@@ -88,7 +88,7 @@ def test_reset_on_user_prompt_can_be_turned_off(tmp_path: Path) -> None:
     config = tmp_path / "cb.json"
     config.write_text(json.dumps({"resetOnUserPrompt": False}))
     env = hook_env(tmp_path, DSH_CIRCUIT_BREAKER_CONFIG=str(config))
-    for _ in range(6):
+    for _ in range(5):
         run_hook(pre_tool_use(), env)
     run_hook(prompt_submit(), env)
     assert denial(run_hook(pre_tool_use(), env).stdout) is not None
@@ -139,9 +139,9 @@ def test_unknown_fields_are_tolerated(tmp_path: Path) -> None:
     codex = {"turn_id": "t-9", "model": "gpt-5-codex", "permission_mode": "default"}
     outs = [
         run_hook(pre_tool_use("Bash", {"command": "ls"}, future_field={"x": 1}, **codex), env)
-        for _ in range(7)
+        for _ in range(6)
     ]
-    assert [denial(o.stdout) is None for o in outs] == [True] * 6 + [False]
+    assert [denial(o.stdout) is None for o in outs] == [True] * 5 + [False]
     assert all(o.stderr == "" for o in outs)
 
 
@@ -208,7 +208,7 @@ def test_user_config_file_is_found(tmp_path: Path) -> None:
     env = hook_env(tmp_path)
     outs = [run_hook(pre_tool_use(), env) for _ in range(2)]
     assert [denial(o.stdout) is None for o in outs] == [True, False]
-    assert "(runs: 1, limit: 1)" in (denial(outs[1].stdout) or "")
+    assert "(copies: 2, limit: 2)" in (denial(outs[1].stdout) or "")
 
 
 # What an allowed call of the command hook imports of ours, beyond the C modules a
@@ -239,13 +239,17 @@ HOOK_MODULES = {
 }
 
 
-def test_an_allowed_call_imports_only_what_it_needs(tmp_path: Path) -> None:
-    """Beyond `import _json, _sqlite3, _blake2` (bench/hook_latency.py's floor, which
-    brings functools and collections with it), an allowed call imports HOOK_MODULES and
+@pytest.mark.parametrize("export", [False, True], ids=["plain", "otel-export-on"])
+def test_an_allowed_call_imports_only_what_it_needs(tmp_path: Path, export: bool) -> None:
+    """With OpenTelemetry export on or off (telemetry.py: a refusal loads the SDK, an
+    allowed call nothing of it), beyond `import _json, _sqlite3, _blake2`
+    (bench/hook_latency.py's floor, which brings functools and collections with it), an
+    allowed call imports HOOK_MODULES and
     `__future__` (the runtime side of `from __future__ import annotations`), nothing else:
     no json, re, typing, logging, and none of our modules for denials or other commands.
     (`_collections`, the C part of collections that state.py uses, is in the floor from
     Python 3.11, where `_sqlite3` imports functools; on 3.10 it is ours to import.)"""
+    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_SERVICE_NAME": "x"}
     code = (
         "import sys, _json, _sqlite3, _blake2\n"
         "floor = set(sys.modules)\n"
@@ -258,7 +262,7 @@ def test_an_allowed_call_imports_only_what_it_needs(tmp_path: Path) -> None:
         input=json.dumps(pre_tool_use("Bash", {"command": "ls"})),
         capture_output=True,
         text=True,
-        env=hook_env(tmp_path),
+        env=hook_env(tmp_path, **otel) if export else hook_env(tmp_path),
         timeout=60,
         check=True,
     )
@@ -278,9 +282,9 @@ def test_no_argument_content_on_disk(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)  # 640 hook processes: ~50 s on a busy 2-core machine
-def test_sixteen_processes_forty_events_allow_exactly_six(tmp_path: Path) -> None:
+def test_sixteen_processes_forty_events_allow_exactly_five(tmp_path: Path) -> None:
     # A generous lock budget: this is about atomicity, and on a loaded machine a 2 s
-    # wait could run out and (rightly) fail open, which would count as a seventh allow.
+    # wait could run out and (rightly) fail open, which would count as a sixth allow.
     config = tmp_path / "patient.json"
     config.write_text('{"storeTimeout": 60}')
     env = hook_env(tmp_path, DSH_CIRCUIT_BREAKER_CONFIG=str(config))
@@ -292,10 +296,10 @@ def test_sixteen_processes_forty_events_allow_exactly_six(tmp_path: Path) -> Non
     with ThreadPoolExecutor(16) as pool:
         results = [allowed for batch in pool.map(worker, range(16)) for allowed in batch]
     assert len(results) == 640
-    assert results.count(True) == 6
+    assert results.count(True) == 5
     with sqlite3.connect(state_dir(tmp_path) / "state.db") as db:
         (data,) = db.execute("SELECT state FROM agents WHERE agent = 'shared'").fetchone()
-    assert json.loads(data)["calls"] == 6
+    assert json.loads(data)["calls"] == 5
 
 
 KILL_CHILD = r"""
@@ -343,8 +347,8 @@ def test_sigkill_mid_transaction_leaves_the_store_consistent(tmp_path: Path) -> 
         (data,) = db.execute("SELECT state FROM agents WHERE agent = 'victim'").fetchone()
     assert json.loads(data)["calls"] == 3  # the killed call's write never landed
     # The lock died with the process: the next hooks run at once and count on from 3.
-    outs = [run_hook(event, env) for _ in range(4)]
-    assert [denial(o.stdout) is None for o in outs] == [True, True, True, False]
+    outs = [run_hook(event, env) for _ in range(3)]
+    assert [denial(o.stdout) is None for o in outs] == [True, True, False]
     assert all(o.stderr == "" for o in outs)
 
 
@@ -379,11 +383,11 @@ def test_hooks_killed_at_random_moments_never_corrupt(tmp_path: Path) -> None:
         return int(json.loads(row[0])["calls"]) if row else 0
 
     before = committed()
-    assert before <= 6
-    after = [run_hook(event, env) for _ in range(7)]
+    assert before <= 5
+    after = [run_hook(event, env) for _ in range(6)]
     assert all(o.returncode == 0 and o.stderr == "" for o in after)
-    assert [denial(o.stdout) is None for o in after].count(True) == 6 - before
-    assert committed() == 6
+    assert [denial(o.stdout) is None for o in after].count(True) == 5 - before
+    assert committed() == 5
 
 
 def test_read_only_state_directory_allows_with_one_line(tmp_path: Path) -> None:
@@ -443,12 +447,14 @@ def test_openhands_events_and_answers(tmp_path: Path) -> None:
         event = openhands_event("PreToolUse", session, tool_name="search", tool_input=action)
         return run_hook(event, env, *args)
 
-    outs = [call(n) for n in range(9)]
-    assert [o.stdout for o in outs[:6]] == [""] * 6
+    outs = [call(n) for n in range(8)]
+    assert [o.stdout for o in outs[:5]] == [""] * 5
     assert all(o.returncode == 0 and o.stderr == "" for o in outs)
-    denied = [json.loads(o.stdout) for o in outs[6:]]
+    denied = [json.loads(o.stdout) for o in outs[5:]]
     assert [d["decision"] for d in denied] == ["deny"] * 3
-    assert denied[0]["reason"].startswith("Circuit breaker: NOT run, a repeat (runs: 6, limit: 6)")
+    assert denied[0]["reason"].startswith(
+        "Circuit breaker: NOT run, a repeat (copies: 6, limit: 6)"
+    )
     assert "continue" not in denied[0] and "continue" not in denied[1]
     assert denied[2]["continue"] is False
     assert denied[2]["stopReason"].startswith("Circuit breaker: this agent is being stopped")

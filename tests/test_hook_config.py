@@ -147,7 +147,7 @@ def test_handle_in_process_keeps_one_store_open(tmp_path: Path) -> None:
         "tool_input": {"command": "make"},
     }
     outs = [hook.handle(event, None, None) for _ in range(8)]
-    assert [o is None for o in outs] == [True] * 6 + [False] * 2
+    assert [o is None for o in outs] == [True] * 5 + [False] * 3
     assert json.loads(outs[-1] or "")["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert len(hook._opened) == 1  # earlier stores were closed as new ones opened
     hook._close_opened()

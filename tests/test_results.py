@@ -193,3 +193,45 @@ def test_rebuilt_from_its_record_a_state_decides_the_same(calls: list[tuple[int,
         assert rebuilt.since == state.since
         assert rebuilt.counts == state.counts
         assert rebuilt.results == state.results and rebuilt.awaiting == state.awaiting
+
+
+def test_a_cycle_whose_results_move_runs_on_and_one_that_freezes_is_refused() -> None:
+    breaker = CircuitBreaker()
+    seen = []
+    for i in range(7):
+        args = {"job": "AB"[i % 2]}
+        decision = breaker.check("x", "t", args)
+        seen.append(decision.allowed)
+        if decision.allowed:
+            breaker.observe("x", "t", args, f"same {args['job']} at 12:00:0{i}")  # time masked
+    assert seen == [True] * 6 + [False]
+    # One result that moved in the last round is enough: the cycle is doing something.
+    once = CircuitBreaker()
+    for i in range(6):
+        args = {"job": "AB"[i % 2]}
+        assert once.check("z", "t", args).allowed
+        once.observe("z", "t", args, "B moved" if i == 5 else f"same {args['job']}")
+    assert once.check("z", "t", {"job": "A"}).allowed
+    moving = CircuitBreaker()
+    allowed = []
+    for i in range(12):
+        args = {"job": "AB"[i % 2]}
+        allowed.append(moving.check("y", "t", args).allowed)
+        moving.observe("y", "t", args, f"{i} rows")  # every result new
+    assert allowed == [True] * 12
+
+
+def test_results_of_parallel_copies_are_judged_as_not_arrived() -> None:
+    # Six copies issued before any result (a parallel batch): the sixth is refused, and
+    # the results that come back cannot be told apart, so none of them is progress.
+    breaker = CircuitBreaker()
+    batch = [breaker.check("x", "t", {}) for _ in range(6)]
+    assert [d.allowed for d in batch] == [True] * 5 + [False]
+    for n in range(5):
+        breaker.observe("x", "t", {}, f"result {n}")  # each one different
+    assert not breaker.check("x", "t", {}).allowed
+    # One copy at a time again: its result is its own, and a new one is progress.
+    fresh = CircuitBreaker()
+    for n in range(8):
+        assert fresh.check("y", "t", {}).allowed
+        fresh.observe("y", "t", {}, f"result {n}")

@@ -89,17 +89,17 @@ def test_replay_uses_the_engine_decisions(
     path = repeated_dsh_session(tmp_path, 10)
     [row] = run_json(capsys, "replay", str(path))["runs"]
     assert row["calls"] == 10
-    assert row["first_denial"]["call"] == 7  # duplicateLimit 7: the 7th identical call
+    assert row["first_denial"]["call"] == 6  # duplicateLimit 6: the 6th identical call
     assert row["first_denial"]["count"] == 6
-    assert row["denied"] == 4
-    [row] = run_json(capsys, "replay", str(path), "--set", "duplicateLimit=4")["runs"]
-    assert (row["first_denial"]["call"], row["denied"]) == (4, 7)
+    assert row["denied"] == 5
+    [row] = run_json(capsys, "replay", str(path), "--set", "duplicateLimit=3")["runs"]
+    assert (row["first_denial"]["call"], row["denied"]) == (3, 8)
     # an exempt tool is invisible to the breaker
     [row] = run_json(capsys, "replay", str(path), "--set", 'exempt=["bash"]')["runs"]
     assert row["denied"] == 0
     # the cap
     [row] = run_json(
-        capsys, "replay", str(path), "--set", "maxCallsPerAgent=2", "--set", "duplicateLimit=21"
+        capsys, "replay", str(path), "--set", "maxCallsPerAgent=2", "--set", "duplicateLimit=20"
     )["runs"]
     assert row["first_denial"]["kind"] == "cap"
     assert row["denied"] == 8
@@ -139,8 +139,8 @@ def test_replay_html_is_self_contained_and_marks_denials(
     assert "<script" not in page.lower()
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # nothing fetched
     assert page.count("<svg") >= 7  # a timeline per run, the 7 denied runs first
-    assert page.count('class="denied"') == 467  # one cross per denied call
-    assert "first denial: call #15" in page  # task 10's loop
+    assert page.count('class="denied"') == 474  # one cross per denied call
+    assert "first denial: call #14" in page  # task 10's loop, from call 9
     assert f"page written to {out_file}" in out
 
 
@@ -162,15 +162,15 @@ def test_reports_carry_no_argument_content_unless_asked(
 def test_config_file_and_bad_overrides(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = repeated_dsh_session(tmp_path, 10)
     config = tmp_path / "breaker.json"
-    config.write_text(json.dumps({"duplicateLimit": 3, "window": 50}))
+    config.write_text(json.dumps({"duplicateLimit": 2, "window": 50}))
     report = run_json(capsys, "replay", str(path), "--config", str(config))
     assert report["config"]["duplicateLimit"] == 2
-    assert report["runs"][0]["first_denial"]["call"] == 3
+    assert report["runs"][0]["first_denial"]["call"] == 2
     # --set wins over the file
     report = run_json(
-        capsys, "replay", str(path), "--config", str(config), "--set", "duplicateLimit=6"
+        capsys, "replay", str(path), "--config", str(config), "--set", "duplicateLimit=5"
     )
-    assert report["runs"][0]["first_denial"]["call"] == 6
+    assert report["runs"][0]["first_denial"]["call"] == 5
 
     code, out, err = run(capsys, "replay", str(path), "--set", "duplicateLimits=3")
     assert code == 2 and out == ""
@@ -187,14 +187,14 @@ def test_config_file_in_toml_through_the_shared_loader(
 ) -> None:
     path = repeated_dsh_session(tmp_path, 10)
     config = tmp_path / "breaker.toml"
-    config.write_text("duplicateLimit = 5\n")
+    config.write_text("duplicateLimit = 4\n")
     report = run_json(capsys, "replay", str(path), "--config", str(config))
-    assert report["runs"][0]["first_denial"]["call"] == 5
+    assert report["runs"][0]["first_denial"]["call"] == 4
     # a DSH patch row, as a DSH config holds it
     rows = tmp_path / "patch.json"
-    rows.write_text(json.dumps([{"id": "circuit-breaker", "config": {"duplicateLimit": 4}}]))
+    rows.write_text(json.dumps([{"id": "circuit-breaker", "config": {"duplicateLimit": 3}}]))
     report = run_json(capsys, "replay", str(path), "--config", str(rows))
-    assert report["runs"][0]["first_denial"]["call"] == 4
+    assert report["runs"][0]["first_denial"]["call"] == 3
 
 
 @needs_corpus
@@ -228,16 +228,20 @@ def test_calibrate_table(capsys: pytest.CaptureFixture[str]) -> None:
         ["6", "200", "false"],
     ]
     # loops stopped: a fraction in words; stop after: the median, then the most
-    assert rows[0][5:10] == ["7", "of", "7", "7", "(max"], rows[0]
-    assert "7 of 7     7 (max 7)" in out  # was "7/7  7/7": a fraction and a median/max alike
+    assert rows[0][5:10] == ["7", "of", "7", "6", "(max"], rows[0]
+    assert "7 of 7     6 (max 6)" in out  # was "7/7  7/7": a fraction and a median/max alike
     *_, rule, stop = out.rstrip().splitlines()
     assert rule == (
-        "Recommendation: keep the current config (duplicateLimit=7, window=200, "
-        "resetOnNewCall=true): it stops 7 of 7 loops, 7 calls in (median), and denies no run "
+        "Recommendation: keep the current config (duplicateLimit=6, window=200, "
+        "resetOnNewCall=true): it stops 7 of 7 loops, 6 calls in (median), and denies no run "
         "without a loop."
     )
-    assert stop.startswith("Stop: stopAfterDenials=2: it ends 7 of 7 loops"), stop
-    assert stop.endswith("Try it with `--set stopAfterDenials=2`, then put it in your config file.")
+    # 3 ends all 7 loops (tau2 task 48 at its last call) and stops nothing else: the most
+    # lenient value that does, as the README argues
+    assert stop == (
+        "Stop: keep the current config (stopAfterDenials=3): it ends 7 of 7 loops, 8 calls in "
+        "(median), and stops no run outside a loop."
+    )
 
 
 @needs_corpus
@@ -245,16 +249,16 @@ def test_calibrate_recommends_what_to_set_when_the_current_config_is_not_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     args = ("calibrate", str(TAU2), "--limits", "4,6", "--windows", "200")
-    code, out, err = run(capsys, *args, "--set", "duplicateLimit=5", "--stop-after", "3")
+    code, out, err = run(capsys, *args, "--set", "duplicateLimit=4", "--stop-after", "3")
     assert code == 0, err
     rule = next(line for line in out.splitlines() if line.startswith("Recommendation: "))
-    # duplicateLimit=5 denies 2 tau2 runs without a loop; 6 stops every loop and denies none
+    # duplicateLimit=4 denies 3 tau2 runs without a loop; 6 stops every loop and denies none
     assert rule == (
-        "Recommendation: duplicateLimit=7: it stops 7 of 7 loops, 7 calls in (median), and "
-        "denies no run without a loop. Try it with `--set duplicateLimit=7`, then put it in "
+        "Recommendation: duplicateLimit=6: it stops 7 of 7 loops, 6 calls in (median), and "
+        "denies no run without a loop. Try it with `--set duplicateLimit=6`, then put it in "
         "your config file."
     )
-    report = run_json(capsys, *args, "--set", "duplicateLimit=5", "--stop-after", "3")
+    report = run_json(capsys, *args, "--set", "duplicateLimit=4", "--stop-after", "3")
     assert report["recommendation"][0] == rule
 
 
@@ -340,8 +344,8 @@ def test_html_page_title_order_and_folded_quiet_runs(
     folder = tmp_path / "sessions"
     folder.mkdir()
     ls = ("Bash", {"command": "ls"})
-    claude_code_session(folder / "a-few.jsonl", [ls] * 7)  # 1 denied
-    claude_code_session(folder / "b-many.jsonl", [ls] * 12)  # 6 denied
+    claude_code_session(folder / "a-few.jsonl", [ls] * 6)  # 1 denied
+    claude_code_session(folder / "b-many.jsonl", [ls] * 12)  # 7 denied
     claude_code_session(
         folder / "c-quiet.jsonl", [("Bash", {"command": f"echo {i}"}) for i in range(3)]
     )
@@ -364,14 +368,14 @@ def test_html_page_title_order_and_folded_quiet_runs(
     folded = page[page.index("<details><summary>1 run with nothing denied</summary>") :]
     assert heading("c-quiet.jsonl", folded) < folded.index("</details>")
     assert "3 calls, 3 distinct; nothing denied" in folded
-    assert "1 call denied" in page and "6 calls denied" in page
+    assert "1 call denied" in page and "7 calls denied" in page
     assert "1 calls" not in page
 
 
 def test_summary_plurals(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     session = claude_code_session(tmp_path / "one.jsonl", [("Bash", {"command": "ls"})] * 2)
     code, out, _ = run(
-        capsys, "replay", str(session), "--set", "duplicateLimit=2", "--set", "window=1"
+        capsys, "replay", str(session), "--set", "duplicateLimit=2", "--set", "window=2"
     )
     assert code == 0
     assert "1 run, 2 tool calls." in out
@@ -393,9 +397,9 @@ def test_claude_code_transcripts_replay_with_the_hooks_exempt_list(
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"exempt": ["Read"]}))
     [row] = run_json(capsys, "replay", str(session), "--config", str(config))["runs"]
-    assert row["denied"] == 4
+    assert row["denied"] == 5
     [row] = run_json(capsys, "replay", str(session), "--set", "exempt=[]")["runs"]
-    assert row["denied"] == 4
+    assert row["denied"] == 5
     # calibrate replays with the same list
     report = run_json(capsys, "calibrate", str(session), "--limits", "3", "--windows", "50")
     assert report["current"]["denied"] == 0
@@ -410,7 +414,7 @@ def test_replay_never_writes_the_configs_incident_log(
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"incidentLog": str(log)}))  # the hook's own config file
     [row] = run_json(capsys, "replay", str(session), "--config", str(config))["runs"]
-    assert row["denied"] == 2
+    assert row["denied"] == 3
     assert not log.exists()  # a past run is not a new incident
 
 
@@ -466,8 +470,8 @@ def test_replay_marks_the_budget_and_the_stop(
 ) -> None:
     path = repeated_dsh_session(tmp_path, 10)  # one bash call ten times, no timestamps
     [row] = run_json(capsys, "replay", str(path))["runs"]
-    # six run, 7 to 10 refused: the third refusal in a row (call 9) stops the agent
-    assert (row["stop"]["call"], row["stop"]["calls_saved"]) == (9, 1)
+    # five run, 6 to 10 refused: the third refusal in a row (call 8) stops the agent
+    assert (row["stop"]["call"], row["stop"]["calls_saved"]) == (8, 2)
     assert row["stop"]["time_saved_s"] is None and row["first_budget"] is None
     [row] = run_json(capsys, "replay", str(path), "--set", "toolLimits.bash=3")["runs"]
     budget = row["first_budget"]
@@ -479,7 +483,7 @@ def test_replay_marks_the_budget_and_the_stop(
         4,
     )
     [row] = run_json(capsys, "replay", str(path), "--set", "stopAfterDenials=0")["runs"]
-    assert row["stop"] is None and row["denied"] == 4
+    assert row["stop"] is None and row["denied"] == 5
 
     code, out, _ = run(capsys, "replay", str(path), "--set", "toolLimits.bash=3")
     assert code == 0
@@ -498,7 +502,8 @@ def test_replay_marks_the_budget_and_the_stop(
         "(toolLimits.bash=3) would have refused a call in 1 run." in out
     )
     assert (
-        "stopAfterDenials=3, resultProgress=false, sameResultLimit=0, toolLimits.bash=3: "
+        "stopAfterDenials=3, resultProgress=true, sameResultLimit=0, cycleRounds=3, "
+        "toolLimits.bash=3: "
         "1 run would have had a call denied" in out
     )
     code, out, _ = run(capsys, "replay", str(path), "--set", "stopAfterDenials=0")
@@ -551,8 +556,8 @@ def test_analyze_shows_the_stop_with_its_config(
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split()[:7] == ["RUN", "TIME", "CALLS", "DIST", "FAIL", "STREAK", "STOP"]
-    assert lines[1].split()[6:8] == ["10", "#9"]
-    assert "would have ended 1 run, saving the 1 call made after it" in out
+    assert lines[1].split()[6:8] == ["10", "#8"]
+    assert "would have ended 1 run, saving the 2 calls made after it" in out
     report = run_json(capsys, "analyze", str(path), "--set", "toolLimits.bash=2")
     assert report["config"]["toolLimits"] == {"bash": 2}
     [row] = report["runs"]
@@ -581,7 +586,7 @@ def test_calibrate_stop_table_and_budget_grid(capsys: pytest.CaptureFixture[str]
         ("3", "transfer_to_human_agents=3"),
         ("3", "transfer_to_human_agents=50"),
     ]
-    assert rows[0][1:6] == ["6", "0", "6", "of", "7"]  # 6 runs stopped, none outside a loop
+    assert rows[0][1:6] == ["7", "0", "7", "of", "7"]  # 7 runs stopped, none outside a loop
     assert rows[4][1:6] == rows[0][1:6] and rows[4][11] == "0"  # 50 transfers: no budget refusal
     assert int(rows[3][2]) > 0  # a budget of 3 transfers stops healthy runs too
 
@@ -596,11 +601,12 @@ def test_calibrate_stop_table_and_budget_grid(capsys: pytest.CaptureFixture[str]
     assert all(r["kind"] == "budget" for r in entry["non_loop_runs_stopped_list"])
     loop = next(r for r in report["runs"] if r["meta"]["task_id"] == "10")
     # one entry per config: the current one, resetOnNewCall=false, the budget's, then the
-    # current one with results observed (the transfers' answers never move: the same stop)
-    assert loop["stopped_at"] == [17, 17, 14, 17, 17, 17]
+    # current one with results off (calls alone) and with sameResultLimit 8 and 12 (the
+    # transfers' answers never move: the same stop)
+    assert loop["stopped_at"] == [16, 16, 14, 16, 16, 16]
     configs = [r["config"] for r in report["results"]]
     results = [(c["resultProgress"], c["sameResultLimit"]) for c in configs]
-    assert results == [(True, 0), (True, 8), (True, 12)]
+    assert results == [(False, 0), (True, 8), (True, 12)]
 
 
 @pytest.mark.parametrize(

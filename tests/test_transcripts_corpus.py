@@ -23,8 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
 TAU2 = CORPUS / "tau2-bench" / "gpt-oss-120b_langchain_agent_airline.json"
 LOOP_TOOLS = {"transfer_to_human_agents", "update_reservation_flights"}
-# Measured on this corpus with resetOnNewCall=false (the original rule), other keys default.
-ORIGINAL_RULE_MINI_SWE_FALSE_DENIALS = 17
+# Measured on this corpus with resetOnNewCall=false (the original rule: the sixth copy in the
+# window refused), other keys default; 17 when the seventh was the one refused.
+ORIGINAL_RULE_MINI_SWE_FALSE_DENIALS = 32
 
 pytestmark = pytest.mark.usefixtures("corpus")  # a missing corpus fails under CI
 
@@ -127,12 +128,13 @@ def test_calibrate_reports_both_rules_on_the_corpus(capsys: pytest.CaptureFixtur
         "resetOnNewCall": True,
         "maxCallsPerAgent": 300,
         "stopAfterDenials": 3,
-        "resultProgress": False,
+        "resultProgress": True,
         "sameResultLimit": 0,
+        "cycleRounds": 3,
         "toolLimits": {},
     }
     assert current["loops"] == current["loops_stopped"] == 7
-    assert current["stop_after_max"] == 7
+    assert current["stop_after_max"] == 6  # the sixth identical call of each loop refused
     assert current["non_loop_runs_denied"] == 0
     [original] = [g for g in grid if g["config"]["resetOnNewCall"] is False]
     assert original["config"]["duplicateLimit"] == 6
@@ -142,12 +144,15 @@ def test_calibrate_reports_both_rules_on_the_corpus(capsys: pytest.CaptureFixtur
     assert original["loops_stopped"] == 7
 
 
-# stopAfterDenials (issue 14): what a stop after N refusals in a row would have saved on
-# this corpus, measured through the real engine. N -> (runs stopped, calls saved), a call
-# saved being one the agent made after the stop (each one a model turn). Every stopped
-# run is a loop; N = 1 and 2 also stop tau2 task 48, whose agent left its loop by itself
-# after two refusals. 3, the default, is the smallest N that stops only runs that kept on.
-STOP_FIGURES = {1: (7, 460), 2: (7, 453), 3: (6, 447), 4: (6, 441), 5: (6, 435), 6: (6, 429)}
+# stopAfterDenials (issues 14, 32): what a stop after N refusals in a row would have saved on
+# this corpus, measured through the real engine (no user-prompt resets here). N -> (runs
+# stopped, calls saved), a call saved being one the agent made after the stop (each one a
+# model turn). N <= 3 stop all seven loops, tau2 task 48 among them (five transfers ran,
+# the 6th to 8th were refused, and its run made no call after the 8th: nothing saved).
+# N = 1 also stops a run that is not a loop, tau2 task 9, at its 27th call (the sixth
+# book_reservation since its last new call, with user turns between that the replay counts
+# as resets). 3, the default, is the largest N that still ends every loop.
+STOP_FIGURES = {1: (8, 467), 2: (7, 460), 3: (7, 453), 4: (6, 447), 5: (6, 441), 6: (6, 435)}
 
 
 @pytest.fixture(scope="module")
@@ -188,27 +193,28 @@ def stops(runs: list[tuple[str, Any, list[Any]]], config: Config) -> list[dict[s
 def test_stop_figures_for_each_n(corpus_runs: list[Any], n: int) -> None:
     stopped = stops(corpus_runs, Config(stop_after_denials=n))
     assert (len(stopped), sum(s["saved"] for s in stopped)) == STOP_FIGURES[n]
-    loops = {"10", "15", "27", "28", "30", "47"} | ({"48"} if n <= 2 else set())
-    assert {s["task"] for s in stopped} == loops  # tau2 loops only: no healthy run
+    loops = {"10", "15", "27", "28", "30", "47"} | ({"48"} if n <= 3 else set())
+    # tau2 loops only, but for N = 1's task 9 (see STOP_FIGURES)
+    assert {s["task"] for s in stopped} == loops | ({"9"} if n == 1 else set())
 
 
-def test_the_default_stop_ends_every_loop_at_its_ninth_call(
+def test_the_default_stop_ends_every_loop_at_its_eighth_call(
     corpus_runs: list[Any], tau2_loops: dict[str, tuple[int, int]]
 ) -> None:
     assert Config().stop_after_denials == 3
     stopped = {s["task"]: s for s in stops(corpus_runs, Config())}
     for task, (start, length) in tau2_loops.items():
-        # six identical calls ran, two were refused, the third refusal stops the agent
-        assert stopped[task]["at"] - start + 1 == 9
+        # five identical calls ran, two were refused, the third refusal stops the agent
+        assert stopped[task]["at"] - start + 1 == 8
         assert stopped[task]["saved"] == start + length - 1 - stopped[task]["at"]
     assert sum(s["saved"] for s in stopped.values()) == STOP_FIGURES[3][1]
 
 
 # What the reports show of the stop (issue 14), checked against the raw JSON: with the
-# defaults six identical calls run and three are refused, so a stop fires at the 9th call of
-# a back-to-back streak, and saves every call the agent made after it, and the time from
+# defaults five identical calls run and three are refused, so a stop fires at the 8th call
+# of a back-to-back streak, and saves every call the agent made after it, and the time from
 # that call to its last one.
-STREAK_TO_STOP = 6 + 3  # duplicateLimit + stopAfterDenials
+STREAK_TO_STOP = 6 - 1 + 3  # duplicateLimit - 1 (the copies that run) + stopAfterDenials
 
 
 def _stamp(text: str) -> float:
@@ -218,7 +224,7 @@ def _stamp(text: str) -> float:
 @pytest.fixture(scope="module")
 def tau2_stops() -> dict[str, dict[str, Any]]:
     """task id -> where the default stop fires and what it saves, straight from the JSON:
-    the 9th call of the run's longest back-to-back streak, if it reaches 9."""
+    the 8th call of the run's longest back-to-back streak, if it reaches 8."""
     stops = {}
     for sim in json.loads(TAU2.read_text())["simulations"]:
         calls = [
@@ -249,9 +255,9 @@ def test_replay_shows_each_stop_in_the_loops_and_what_it_saves(
     tau2_stops: dict[str, dict[str, Any]],
     tau2_loops: dict[str, tuple[int, int]],
 ) -> None:
-    # the five max_steps loops, and task 30's baggage update (15 in a row); task 48's 8
-    # transfers in a row never reach a third refusal
-    assert sorted(tau2_stops) == sorted([*tau2_loops, "30"])
+    # the five max_steps loops, task 30's baggage update (15 in a row) and task 48's 8
+    # transfers in a row, whose 8th is the third refusal
+    assert sorted(tau2_stops) == sorted([*tau2_loops, "30", "48"])
     report = run_json(capsys, "replay", str(CORPUS), "--json")
     stopped = {r["meta"]["task_id"]: r for r in report["runs"] if r["stop"]}
     assert all(r["format"] == "tau2" for r in stopped.values())  # no healthy run is stopped
@@ -266,9 +272,9 @@ def test_replay_shows_each_stop_in_the_loops_and_what_it_saves(
         assert stop["calls_saved"] == expected["calls_saved"], task
         assert stop["time_saved_s"] == pytest.approx(expected["time_saved_s"], abs=0.002), task
     total = report["total"]
-    assert total["runs_stopped"] == 6
+    assert total["runs_stopped"] == 7
     assert total["stop_calls_saved"] == sum(s["calls_saved"] for s in tau2_stops.values())
-    assert total["stop_calls_saved"] == STOP_FIGURES[3][1] == 447
+    assert total["stop_calls_saved"] == STOP_FIGURES[3][1] == 453
     assert total["stop_time_saved_s"] == pytest.approx(
         sum(s["time_saved_s"] for s in tau2_stops.values()), abs=0.01
     )
@@ -277,8 +283,8 @@ def test_replay_shows_each_stop_in_the_loops_and_what_it_saves(
     # analyze reports the same stops
     analyzed = run_json(capsys, "analyze", str(CORPUS), "--json")
     assert {k: analyzed["total"][k] for k in ("runs_stopped", "stop_calls_saved")} == {
-        "runs_stopped": 6,
-        "stop_calls_saved": 447,
+        "runs_stopped": 7,
+        "stop_calls_saved": 453,
     }
     assert analyzed["total"]["stop_time_saved_s"] == total["stop_time_saved_s"]
     assert [r["stop"] for r in analyzed["runs"]] == [r["stop"] for r in report["runs"]]
@@ -289,10 +295,10 @@ def test_replay_html_marks_the_stops(capsys: pytest.CaptureFixture[str], tmp_pat
     assert main(["replay", str(TAU2), "--html", str(out_file)]) == 0
     capsys.readouterr()
     page = out_file.read_text()
-    assert page.count('class="stop"/>') == 6  # one line per stopped run
-    assert page.count('class="saved"/>') == 6  # and the shaded calls after it
-    assert "stop: call #17" in page  # task 10: its loop starts at call 9
-    assert "6 runs stopped, saving the 447 calls made after the stop" in page
+    assert page.count('class="stop"/>') == 7  # one line per stopped run
+    assert page.count('class="saved"/>') == 7  # and the shaded calls after it
+    assert "stop: call #16" in page  # task 10: its loop starts at call 9
+    assert "7 runs stopped, saving the 453 calls made after the stop" in page
 
 
 def test_calibrate_stop_grid_on_the_corpus(capsys: pytest.CaptureFixture[str]) -> None:
@@ -301,15 +307,17 @@ def test_calibrate_stop_grid_on_the_corpus(capsys: pytest.CaptureFixture[str]) -
     )
     current = report["current"]
     assert (current["runs_stopped"], current["stop_calls_saved"]) == STOP_FIGURES[3]
-    assert current["loops_ended_by_stop"] == 6  # of 7: task 48 left its loop by itself
+    assert current["loops_ended_by_stop"] == 7
     assert current["stop_at_median"] == current["stop_at_max"] == STREAK_TO_STOP
     assert current["non_loop_runs_stopped"] == 0 and current["non_loop_runs_stopped_list"] == []
     by_n = {g["config"]["stopAfterDenials"]: g for g in report["stop_grid"]}
     assert sorted(by_n) == [1, 2, 4, 5, 6]  # --stop-after's default, the current 3 left out
     for n, entry in by_n.items():
-        assert (entry["runs_stopped"], entry["stop_calls_saved"]) == STOP_FIGURES[n]
+        # calibrate resets at each user prompt, as the hooks do: task 9 is not stopped at N = 1
+        expected = (7, STOP_FIGURES[1][1]) if n == 1 else STOP_FIGURES[n]
+        assert (entry["runs_stopped"], entry["stop_calls_saved"]) == expected
         assert entry["non_loop_runs_stopped"] == 0
-        assert entry["stop_at_max"] == 6 + n
+        assert entry["stop_at_max"] == 5 + n
 
 
 def test_a_budget_set_on_the_command_line_refuses_the_call_past_it(

@@ -62,11 +62,15 @@ def test_claude_code_replay_reproduces_the_real_hook_denials(
 ) -> None:
     [(_, calls)] = read(CLAUDE)
     really_denied = [i for i, c in enumerate(calls, start=1) if c.failed]
-    [row] = replay(capsys, CLAUDE)["runs"]
+    # The hook that recorded it refused the 7th copy: duplicateLimit 7 in today's count.
+    [row] = replay(capsys, CLAUDE, "--set", "duplicateLimit=7")["runs"]
     first = row["first_denial"]
     assert (first["call"], first["kind"], first["tool"]) == (really_denied[0], "duplicate", "Bash")
     assert row["denied"] == len(really_denied) == 4
     assert row["longest_streak"]["length"] == 10  # description is ignored: one call 10 times
+    # Today's default refuses the 6th, as the original plugin did.
+    [row] = replay(capsys, CLAUDE)["runs"]
+    assert (row["first_denial"]["call"], row["denied"]) == (6, 5)
     # without ignoreArgs the rewritten description makes every call new: nothing denied
     [row] = replay(capsys, CLAUDE, "--set", "ignoreArgs=[]")["runs"]
     assert row["denied"] == 0
@@ -93,10 +97,12 @@ def test_dsh_replay_reproduces_the_real_plugin_denials(
     need_zstandard()
     [(_, calls)] = read(DSH)
     really_denied = [i for i, c in enumerate(calls, start=1) if c.failed]
-    [row] = replay(capsys, DSH)["runs"]
+    [row] = replay(capsys, DSH, "--set", "duplicateLimit=7")["runs"]  # the plugin's count then
     assert row["first_denial"]["call"] == really_denied[0] == 7
     assert row["denied"] == len(really_denied) == 4
     assert row["failed"] == 4
+    [row] = replay(capsys, DSH)["runs"]
+    assert (row["first_denial"]["call"], row["denied"]) == (6, 5)
     assert row["time_saved_s"] is not None and row["time_saved_s"] > 0
 
 
@@ -115,19 +121,20 @@ def _tool_use_times(path: Path) -> list[float]:
 def test_claude_code_replay_shows_where_the_stop_would_have_ended_the_session(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # The hook that recorded this session denied calls 7 to 10 and had no stop. With the
-    # stop (after 3 refusals in a row) the session would have ended at its 9th call, so
-    # the 10th call and the time up to it would not have been spent.
+    # The hook that recorded this session denied calls 7 to 10 and had no stop. Today's
+    # defaults refuse the 6th, and the stop (after 3 refusals in a row) would have ended
+    # the session at its 8th call, so the 9th and 10th and the time up to them would not
+    # have been spent.
     times = _tool_use_times(CLAUDE)
     assert len(times) == 10
     [row] = replay(capsys, CLAUDE)["runs"]
     stop = row["stop"]
-    assert (stop["call"], stop["kind"], stop["tool"]) == (9, "duplicate", "Bash")
-    assert stop["calls_saved"] == 1
-    assert stop["time_saved_s"] == pytest.approx(times[9] - times[8], abs=0.002)
+    assert (stop["call"], stop["kind"], stop["tool"]) == (8, "duplicate", "Bash")
+    assert stop["calls_saved"] == 2
+    assert stop["time_saved_s"] == pytest.approx(times[9] - times[7], abs=0.002)
     assert stop["time_saved_s"] > 0
-    # a stop after 5 refusals never fires: the session makes only 4
-    [row] = replay(capsys, CLAUDE, "--set", "stopAfterDenials=5")["runs"]
+    # a stop after 6 refusals never fires: the session makes only 5
+    [row] = replay(capsys, CLAUDE, "--set", "stopAfterDenials=6")["runs"]
     assert row["stop"] is None
     # a budget of 3 Bash calls refuses the 4th; the stop follows at the 6th
     [row] = replay(capsys, CLAUDE, "--set", "toolLimits.Bash=3")["runs"]
@@ -147,5 +154,5 @@ def test_dsh_replay_shows_where_the_stop_would_have_ended_the_agent(
     times = [e["time"] / 1000 for e in events if e["type"] == "tool/call"]  # milliseconds
     assert len(times) == 10
     [row] = replay(capsys, DSH)["runs"]
-    assert (row["stop"]["call"], row["stop"]["calls_saved"]) == (9, 1)
-    assert row["stop"]["time_saved_s"] == pytest.approx(times[9] - times[8], abs=0.002)
+    assert (row["stop"]["call"], row["stop"]["calls_saved"]) == (8, 2)
+    assert row["stop"]["time_saved_s"] == pytest.approx(times[9] - times[7], abs=0.002)

@@ -26,7 +26,7 @@ def describe(agent: str, state: Any, config: Config) -> dict[str, Any]:
     tripped = []
     if cap and state.calls >= cap:
         tripped.append("cap")
-    if top >= config.duplicate_limit:
+    if top + 1 >= config.duplicate_limit:  # its next copy is the limit-th: refused
         tripped.append("duplicate")
     budgets = {
         pattern: {"spent": state.spent.get(pattern, 0), "limit": limit}

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .rules import Verdict
     from .state import AgentState
     from .stores.base import Store
+    from .telemetry import Meters
 
 
 class Decision:
@@ -86,8 +87,28 @@ class CircuitBreaker:
     an internal error allows the call and logs a warning.
     """
 
-    def __init__(self, config: Config | None = None, state: Store | str | None = None) -> None:
+    def __init__(
+        self,
+        config: Config | None = None,
+        state: Store | str | None = None,
+        *,
+        harness: str = "python",
+        export: bool = True,
+        metrics: bool = True,
+    ) -> None:
+        """`harness` names the transport in exported telemetry; `export`: refusals and
+        stops go to OpenTelemetry when the operator set it up (telemetry.py); `metrics`:
+        this process also exports decision metrics (a resident one: not a command hook,
+        which would export one call's worth and exit)."""
         self.config = config or Config()
+        self.harness = harness
+        self._export = export
+        # Only a breaker that exports looks: the command hook (metrics=False) imports nothing.
+        self._meters: Meters | None = None
+        if export and metrics:
+            from .telemetry import meters
+
+            self._meters = meters()
         if state is None:
             from .stores.memory import MemoryStore  # not at the top: a hook never uses it
 
@@ -104,8 +125,17 @@ class CircuitBreaker:
         limit = self.config.duplicate_limit
         self._allowed = [Decision(True, None, None, n, limit) for n in range(min(limit, 64) + 1)]
 
-    def check(self, agent: Any, tool: str, arguments: Any) -> Decision:
-        """Allow or deny one call of `tool` with `arguments` by `agent` (an object or an id)."""
+    def check(self, agent: Any, tool: str, arguments: Any, call_id: str | None = None) -> Decision:
+        """Allow or deny one call of `tool` with `arguments` by `agent` (an object or an id);
+        `call_id`, the harness's id for the call, only labels exported telemetry."""
+        if self._meters is None:
+            return self._check(agent, tool, arguments, call_id)
+        started = self._meters.clock()
+        decision = self._check(agent, tool, arguments, call_id)
+        self._meters.decided(self.harness, decision, started)
+        return decision
+
+    def _check(self, agent: Any, tool: str, arguments: Any, call_id: str | None) -> Decision:
         config = self.config
         try:
             if not config.enabled or not isinstance(tool, str) or not config.guards(tool):
@@ -128,15 +158,27 @@ class CircuitBreaker:
             assert isinstance(verdict, Refusal)
             if (verdict.first_of_kind or verdict.first_stop) and config.incident_log:
                 self._report(agent, tool, verdict, config.incident_log)
-            return self._denial(tool, verdict.kind, verdict.seen, verdict.limit, verdict)
+            decision = self._denial(tool, verdict.kind, verdict.seen, verdict.limit, verdict)
+            return self._refused(agent, tool, call_id, decision, verdict.denials)
         except StoreUnavailable as exc:
             warn("dsh-circuit-breaker: state store unavailable (%s)", exc)
             if config.fail_closed:
-                return self._denial(tool, "unavailable", 0, 0)
+                return self._refused(agent, tool, call_id, self._denial(tool, "unavailable", 0, 0))
             return ALLOW
         except Exception:
             warn("dsh-circuit-breaker: internal error, call allowed", exc_info=True)
             return ALLOW
+
+    def _refused(
+        self, agent: Any, tool: str, call_id: str | None, decision: Decision, denials: int = 0
+    ) -> Decision:
+        if self._export:
+            # Every transport's refusals pass here, and only refusals: an allowed call
+            # never imports the exporter.
+            from .telemetry import refused
+
+            refused(self.harness, agent, tool, call_id, decision, denials, self.config)
+        return decision
 
     def observe(self, agent: Any, tool: str, arguments: Any, result: Any) -> None:
         """Report what an allowed call of `tool` with `arguments` returned (text, or any

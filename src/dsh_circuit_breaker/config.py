@@ -27,6 +27,8 @@ MAX_SPEC_NUMBER = 100
 MAX_MESSAGE = 20_000
 # Chosen by replaying ../shared/corpus (tests/test_transcripts_corpus.py holds the figures).
 STOP_AFTER_DENIALS = 3
+CYCLE_ROUNDS = 3
+MAX_CYCLE_ROUNDS = 10  # past it a cycle is long caught by rule 4: 3 x 10 calls, 10 copies each
 
 # field -> (default, accepted types). The order is the order of Config's keyword arguments.
 _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
@@ -55,6 +57,9 @@ _FIELDS: dict[str, tuple[Any, tuple[type, ...]]] = {
     # rule refused healthy runs (docs/results.md, "Measured").
     "result_progress": (True, (bool,)),
     "same_result_limit": (0, (int,)),
+    # Rule 5: a block of 2 or 3 calls repeated this many rounds back to back, nothing
+    # changing, is refused. Replaying real runs (docs/results.md): 2 refused healthy runs.
+    "cycle_rounds": (CYCLE_ROUNDS, (int,)),
 }
 _LISTS = ("exempt", "only", "ignore_args")
 _MAPPINGS = ("deny_message", "tool_limits")
@@ -100,6 +105,7 @@ class Config:
     preview_arguments: bool
     result_progress: bool
     same_result_limit: int
+    cycle_rounds: int
     observes_results: bool  # either of the two above: results are worth recording
     # `guards(tool)`: whether the breaker looks at calls of `tool` at all; `budgets(tool)`:
     # the `tool_limits` entries (pattern, limit) that count its calls. Each is its
@@ -128,6 +134,7 @@ class Config:
         preview_arguments: bool = True,
         result_progress: bool = True,
         same_result_limit: int = 0,
+        cycle_rounds: int = CYCLE_ROUNDS,
     ) -> None:
         values = dict(locals())
         del values["self"]
@@ -184,6 +191,11 @@ class Config:
             raise _error(
                 "same_result_limit",
                 f"must be 0 (off) or at least 2, got {shown(self.same_result_limit)}",
+            )
+        if self.cycle_rounds != 0 and not 2 <= self.cycle_rounds <= MAX_CYCLE_ROUNDS:
+            raise _error(
+                "cycle_rounds",
+                f"must be 0 (off) or 2 to {MAX_CYCLE_ROUNDS}, got {shown(self.cycle_rounds)}",
             )
         largest = max(
             self.same_result_limit,

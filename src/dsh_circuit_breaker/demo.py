@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         log_path = os.path.join(tmp, "incidents.jsonl")
-        breaker = CircuitBreaker(Config(incident_log=log_path))
+        breaker = CircuitBreaker(Config(incident_log=log_path), export=False)
         print(f"Defaults: {_describe(breaker.config)}\n")
         denial = stop = None
         for i, arguments in enumerate(probe_calls(args.calls), start=1):

@@ -64,7 +64,7 @@ def handle(
     def open_breaker() -> Any:
         if config.incident_log:
             _ensure_parent(config.incident_log)
-        return _breaker(config, state_url(state, file_state))
+        return _breaker(config, state_url(state, file_state), harness_name)
 
     return judge(harness, what, config, open_breaker)[0]
 
@@ -87,13 +87,14 @@ def _ensure_parent(path: str) -> None:
 _opened: list[Any] = []
 
 
-def _breaker(config: Config, url: str) -> Any:
+def _breaker(config: Config, url: str, harness: str) -> Any:
     if url.startswith("memory:"):
         raise Malformed(f"state {url}: each hook is a new process, nothing would be counted")
     from .breaker import CircuitBreaker
 
     _close_opened()  # one open at a time, however often `handle` is called in-process
-    breaker = CircuitBreaker(config, state=url)
+    # No metrics: one call's worth, from a process about to exit.
+    breaker = CircuitBreaker(config, state=url, harness=harness, metrics=False)
     _opened.append(breaker)
     return breaker
 
@@ -116,6 +117,11 @@ def main(argv: list[str] | None = None, *, exit_process: bool = False) -> int:
     on every tool call.
     """
     code = _main(argv)
+    # A refusal exported an event: send it before the process ends, waiting a bounded time.
+    # Looked up, not imported: an allowed call never loads telemetry.
+    exporter = sys.modules.get(f"{__package__}._otel")
+    if exporter is not None:
+        exporter.flush()
     if exit_process:
         for stream in (sys.stdout, sys.stderr):
             try:  # noqa: SIM105 - contextlib would be one more import per tool call

@@ -48,7 +48,7 @@ def judge(
     if isinstance(what, Call):
         if not config.enabled or not config.guards(what.tool):
             return None, None
-        decision: Decision = breaker().check(what.agent, what.tool, what.arguments)
+        decision: Decision = breaker().check(what.agent, what.tool, what.arguments, what.call_id)
         answer: str | None = harness.answer(decision)
         return answer, decision
     if isinstance(what, Outcome):

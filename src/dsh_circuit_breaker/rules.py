@@ -3,7 +3,7 @@ are decided."""
 
 from __future__ import annotations
 
-from .state import CYCLE_ROUNDS, CYCLE_SPAN, RECENT_RESULTS, RESULT_DIGEST_SIZE
+from .state import RECENT_RESULTS, RESULT_DIGEST_SIZE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,12 +76,13 @@ def decide(
         last = state.results.get(key)
         if last is not None and last[1] >= same_limit:  # stuck, new calls between or not
             return _deny(state, config, "duplicate", last[1], same_limit)
+    rounds = config.cycle_rounds
     window = state.window
-    if len(window) >= 2 * CYCLE_ROUNDS and (window[-2] == key or window[-3] == key):
-        block = frozen_cycle(state, key)
+    if rounds and len(window) >= 2 * rounds and (window[-2] == key or window[-3] == key):
+        block = frozen_cycle(state, key, rounds)
         if block:
-            return _deny(state, config, "duplicate", CYCLE_ROUNDS, CYCLE_ROUNDS, block)
-    state.record(key, config.window)
+            return _deny(state, config, "duplicate", rounds, rounds, block)
+    state.record(key, config.window, 3 * rounds)
     if config.observes_results:
         # A copy issued while the last one's result is still out (parallel calls): neither
         # result can be told from the other, so both are judged as never having arrived.
@@ -104,33 +105,42 @@ def _allowed(seen: int, limit: int) -> Verdict:
     return verdict
 
 
-def frozen_cycle(state: AgentState, key: bytes) -> int:
+def frozen_cycle(state: AgentState, key: bytes, rounds: int) -> int:
     """Rule 5: the size of the block (2 or 3 calls, at least two keys) that the agent's
-    last CYCLE_ROUNDS rounds repeated back to back, each call returning what its
+    last `rounds` rounds repeated back to back, each call returning what its
     counterpart of the round before returned (a missing result counts as unchanged), and
     that `key` would continue; 0 when there is none."""
     window = state.window
     size = len(window)
-    outcomes = state.outcomes
-    first = state.calls - size  # the call number of window[0]
     for block in (2, 3):
-        span = block * CYCLE_ROUNDS
+        span = block * rounds
         if size < span or window[-block] != key:
             continue
-        start = size - span
-        if len({window[start + j] for j in range(block)}) < 2:
-            continue  # one key: rule 4's case, not a cycle
-        for i in range(start, size - block):
-            if window[i] != window[i + block]:
+        # Newest first: in healthy work the period breaks within a call or two.
+        for back in range(1, span - block + 1):
+            if window[-back] != window[-back - block]:
                 break
-            if outcomes:
-                before = outcomes.get(first + i)
-                after = outcomes.get(first + i + block)
-                if before is not None and after is not None and before != after:
-                    break  # this call's result moved: the cycle is doing something
         else:
-            return block
+            if len({window[-j] for j in range(1, block + 1)}) > 1 and _unchanged(
+                state, block, span
+            ):
+                return block  # (one key alone is rule 4's case, not a cycle)
     return 0
+
+
+def _unchanged(state: AgentState, block: int, span: int) -> bool:
+    """Whether each of the last `span` calls but the first round returned what the call
+    `block` before it returned, where both results are known."""
+    outcomes = state.outcomes
+    if not outcomes:
+        return True
+    calls = state.calls
+    for back in range(1, span - block + 1):
+        after = outcomes.get(calls - back)
+        before = outcomes.get(calls - back - block)
+        if after is not None and before is not None and after != before:
+            return False  # this call's result moved: the cycle is doing something
+    return True
 
 
 def observe(state: AgentState, key: bytes, digest: bytes, config: Config) -> None:
@@ -145,7 +155,7 @@ def observe(state: AgentState, key: bytes, digest: bytes, config: Config) -> Non
     position = state.awaiting.pop(key, None)
     if position is None or position < 0:  # none out, or one of parallel copies: unknown
         return
-    if position >= state.calls - CYCLE_SPAN:
+    if position >= state.calls - 3 * config.cycle_rounds:
         state.outcomes[position] = digest
     last = state.results.get(key)
     if last is None:

@@ -22,10 +22,6 @@ else:  # the C parts `collections` uses: the package costs a hook process an imp
 FORMAT_VERSION = 1
 RESULT_DIGEST_SIZE = 8  # bytes of a result's digest (results.py)
 RECENT_RESULTS = 4  # distinct results remembered per key: one seen again is not progress
-# Rule 5: a block of 2 or 3 calls repeated this many rounds, nothing changing, is a frozen
-# cycle. Set by replaying real runs (docs/results.md): 2 refused healthy runs, 3 none.
-CYCLE_ROUNDS = 3
-CYCLE_SPAN = 3 * CYCLE_ROUNDS  # the most recent calls whose results rule 5 compares
 
 
 class AgentState:
@@ -74,11 +70,13 @@ class AgentState:
         self.awaiting: dict[bytes, int] = {}
         self.results: dict[bytes, tuple[bytes, int]] = {}
         self.restart: dict[bytes, int] = {}  # key -> call number its count restarts from
-        # call number -> its result's digest, for the last CYCLE_SPAN calls (rule 5)
+        # call number -> its result's digest, for the calls rule 5 compares (its last 3 x
+        # cycleRounds): `record` drops older ones
         self.outcomes: dict[int, bytes] = {}
 
-    def record(self, key: bytes, window: int) -> None:
-        """Append an allowed call, evicting the oldest past `window`."""
+    def record(self, key: bytes, window: int, span: int = 0) -> None:
+        """Append an allowed call, evicting the oldest past `window` (and any result of
+        `outcomes` older than the last `span` calls)."""
         counts, since = self.counts, self.since
         is_new = key not in counts
         while len(self.window) >= window:
@@ -96,7 +94,7 @@ class AgentState:
         self.calls += 1
         outcomes = self.outcomes
         if outcomes:
-            old = self.calls - CYCLE_SPAN - 1
+            old = self.calls - span - 1
             if old in outcomes:
                 del outcomes[old]
 
@@ -175,10 +173,7 @@ class AgentState:
         state.results = {
             _key(k): (bytes.fromhex(d), int(n)) for k, (d, n) in _mapping(record, "results").items()
         }
-        recent = state.calls - CYCLE_SPAN
-        for n, d in _mapping(record, "outcomes").items():
-            if int(n) >= recent:
-                state.outcomes[int(n)] = bytes.fromhex(d)
+        state.outcomes = {int(n): bytes.fromhex(d) for n, d in _mapping(record, "outcomes").items()}
         # A full window is 200 keys on every load: counted in C, not key by key.
         first = state.calls - len(keys)
         _count(state.counts, keys)

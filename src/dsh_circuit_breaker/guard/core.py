@@ -38,7 +38,7 @@ class Harness:
         self.name = name
         self.module = module
         self.config = config
-        self.breaker = CircuitBreaker(config, state=store)
+        self.breaker = CircuitBreaker(config, state=store, harness=name)
 
 
 class Harnesses:

@@ -462,10 +462,7 @@ class Routes:
         return json_response(200, {"proof": proof(token, self.server.port, nonce)})
 
     def _agents_tracked(self) -> int | None:
-        try:
-            return sum(1 for _ in self.guard.store.agents())
-        except StoreUnavailable:
-            return None
+        return self.guard.tracked()
 
     def _page(self) -> Response:
         nonce = secrets.token_urlsafe(16)

@@ -110,21 +110,27 @@ class McpGuard:
         self._harness = harness
         if config.incident_log:
             _ensure_parent(config.incident_log)
-        self._breaker = CircuitBreaker(config, state=self.url)
+        self._breaker = CircuitBreaker(config, state=self.url, harness=harness.NAME)
 
     def breaker(self) -> Any:
         return self._breaker
 
     def judge(
-        self, agent: str, tool: str, arguments: Any, version: str | None = None
+        self,
+        agent: str,
+        tool: str,
+        arguments: Any,
+        version: str | None = None,
+        call_id: str | None = None,
     ) -> dict[str, Any] | None:
         """The refusal (a `CallToolResult` in `version`'s shape) for one `tools/call` of
-        `tool` (the server's name for it) by `agent`, or None to pass the call on."""
+        `tool` (the server's name for it) by `agent`, or None to pass the call on;
+        `call_id`, the request's JSON-RPC id, only labels exported telemetry."""
         from ..harnesses import Call
         from ..judge import judge
 
         name = f"{self.server}/{tool}" if self.server else tool
-        call = Call(agent, name, {} if arguments is None else arguments)
+        call = Call(agent, name, {} if arguments is None else arguments, call_id)
         text, _ = judge(self._harness, call, self.config, self.breaker)
         return None if text is None else refusal(text, version)
 
@@ -239,8 +245,13 @@ class Session:
         meta = meta if isinstance(meta, dict) else {}
         connection = self.connection
         agent = connection.agent(meta)
+        ident = message["id"]
         result = self.guard.judge(
-            agent, params["name"], params.get("arguments"), connection.version_of(meta)
+            agent,
+            params["name"],
+            params.get("arguments"),
+            connection.version_of(meta),
+            str(ident) if isinstance(ident, (str, int)) and not isinstance(ident, bool) else None,
         )
         if result is None:
             if self.guard.config.observes_results:

@@ -48,6 +48,15 @@ class Metrics:
                 self.stops[harness] = self.stops.get(harness, 0) + 1
             self._observe(seconds)
 
+    def seed(self, harnesses: Iterable[str]) -> None:
+        """Start each harness's denial and stop counters at 0: Prometheus' `increase()`
+        sees no increase in a series that first appears at 1, so without this a harness's
+        first stop since the guard started would count for nothing."""
+        with self._lock:
+            for harness in harnesses:
+                self.denials.setdefault(harness, 0)
+                self.stops.setdefault(harness, 0)
+
     def prompt(self, harness: str, seconds: float) -> None:
         with self._lock:
             self.prompts[harness] = self.prompts.get(harness, 0) + 1

@@ -32,12 +32,13 @@ from .._log import warn
 from ..agents import describe, forget
 from ..breaker import Decision
 from ..config import Config
-from ..harnesses import Call, Malformed, Prompt
+from ..harnesses import HARNESSES, Call, Malformed, Prompt
 from ..incidents import record_of
 from ..judge import event_of, judge
 from ..state import AgentState
 from ..stores import StoreUnavailable
 from ..stores.base import Store
+from ..telemetry import meters
 from .core import Harnesses
 from .metrics import Metrics
 from .preview import Repeat, preview
@@ -119,6 +120,7 @@ class Guard:
         self.harnesses = Harnesses(
             config_path, state, lambda store: CountingStore(store, self.metrics.store_error)
         )
+        self.metrics.seed(HARNESSES)
         self.config = config = self.harnesses.config
         self.url = self.harnesses.url
         self.store = self.harnesses.store
@@ -126,6 +128,9 @@ class Guard:
             _private_parent(config.incident_log)
         self._lock = threading.Lock()
         self._activity: OrderedDict[str, Activity] = OrderedDict()
+        exported = meters()  # the breakers' decision metrics, when the operator asked
+        if exported is not None:
+            exported.track_agents(self.tracked)
 
     def open(self) -> str | None:
         """Reach the store now; a warning to print if it cannot be used (each decision
@@ -138,6 +143,13 @@ class Guard:
 
     def close(self) -> None:
         self.store.close()
+
+    def tracked(self) -> int | None:
+        """The store's live agents; None when it cannot be read now."""
+        try:
+            return sum(1 for _ in self.store.agents())
+        except StoreUnavailable:
+            return None
 
     # -- hook events ---------------------------------------------------------------------
     def hook(self, name: str, body: bytes, probe: bool = False) -> Answer:

@@ -79,7 +79,7 @@ class GuardServer:
     """Turns request objects into reply objects; the I/O loop is `serve`."""
 
     def __init__(self, config: Config | None = None, state: str | None = None) -> None:
-        self.breaker = CircuitBreaker(config or Config(), state)
+        self.breaker = CircuitBreaker(config or Config(), state, harness="stdio")
         self._state = state  # a hello without its own state URL keeps this one
         self._unnamed: dict[str, _Unnamed] = {}
         self._warned = False
@@ -137,7 +137,13 @@ class GuardServer:
         tool = request.get("tool")
         if not isinstance(tool, str) or not tool:
             raise ValueError("check needs a tool name")
-        decision = self.breaker.check(self._agent(request), tool, request.get("arguments"))
+        call_id = request.get("callId")
+        decision = self.breaker.check(
+            self._agent(request),
+            tool,
+            request.get("arguments"),
+            call_id if isinstance(call_id, str) else None,
+        )
         if decision.allowed:
             return {"allowed": True}
         return {
@@ -157,7 +163,9 @@ class GuardServer:
             if state is not None and not isinstance(state, str):
                 raise ConfigError(f"state must be a URL string, got {type(state).__name__}")
             config, state = self._config(request, raw, state)
-            breaker = CircuitBreaker(config, state) if state else CircuitBreaker(config)
+            harness = request.get("harness")
+            label = harness if isinstance(harness, str) and harness else "stdio"
+            breaker = CircuitBreaker(config, state or None, harness=label)
         except Exception as exc:  # a state URL that can never work is as fatal as a bad key
             return {"ok": False, "error": str(exc) or type(exc).__name__}
         reply: Reply = {"ok": True, "version": __version__, "config": config.to_mapping()}

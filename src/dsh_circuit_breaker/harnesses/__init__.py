@@ -207,14 +207,16 @@ class Malformed(ValueError):
 
 
 class Call:
-    """A tool call to judge: `agent` (the store key), `tool`, `arguments`."""
+    """A tool call to judge: `agent` (the store key), `tool`, `arguments`, and `call_id`,
+    the harness's id for the call where it gives one (it only labels exported telemetry)."""
 
-    __slots__ = ("agent", "arguments", "tool")
+    __slots__ = ("agent", "arguments", "call_id", "tool")
 
-    def __init__(self, agent: str, tool: str, arguments: Any) -> None:
+    def __init__(self, agent: str, tool: str, arguments: Any, call_id: str | None = None) -> None:
         self.agent = agent
         self.tool = tool
         self.arguments = arguments
+        self.call_id = call_id
 
 
 class Outcome:

@@ -45,7 +45,8 @@ def agent_key(event: dict[str, Any], name: str = "PreToolUse") -> str:
 def parse(event: dict[str, Any]) -> Call | Prompt | Outcome | None:
     name = event.get("hook_event_name")
     if name == "PreToolUse":
-        return Call(*call_of(event, name))
+        call_id = event.get("tool_use_id")
+        return Call(*call_of(event, name), call_id if isinstance(call_id, str) else None)
     if name == "PostToolUse":
         if "tool_response" not in event:
             raise Malformed("PostToolUse event has no tool_response")

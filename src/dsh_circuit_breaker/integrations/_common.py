@@ -24,13 +24,16 @@ KEEP_CALLS = 1024
 _UNREADABLE = object()
 
 
-def make_breaker(breaker: CircuitBreaker | None, config: Config | None) -> CircuitBreaker:
-    """The breaker an adapter uses: the one given, or a new in-memory one with `config`."""
+def make_breaker(
+    breaker: CircuitBreaker | None, config: Config | None, module: str = "python"
+) -> CircuitBreaker:
+    """The breaker an adapter uses: the one given, or a new in-memory one with `config`,
+    named in exported telemetry after the adapter's `module` (`__name__`)."""
     if breaker is not None:
         if config is not None:
             raise TypeError("pass either breaker= or config=, not both")
         return breaker
-    return CircuitBreaker(config)
+    return CircuitBreaker(config, harness=module.rpartition(".")[2].replace("_", "-"))
 
 
 async def acheck(breaker: CircuitBreaker, agent: Any, tool: str, arguments: Any) -> Decision:

@@ -153,7 +153,7 @@ def circuit_breaker_middleware(
     every agent that should share the breaker (a sub-agent used as a tool too): each run
     still gets its own id. `breaker`: share one breaker (and its store); default a new
     in-memory breaker built from `config`."""
-    shared = make_breaker(breaker, config)
+    shared = make_breaker(breaker, config, __name__)
     stops = PendingStops()
     return [CircuitBreakerRunScope(shared, stops), CircuitBreakerFunctionMiddleware(shared, stops)]
 

@@ -74,7 +74,7 @@ class CircuitBreakerToolHook:
         config: Config | None = None,
         agent_id: AgentIdFunc | None = None,
     ) -> None:
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
         per_run = self.breaker.config.reset_on_user_prompt
         self.agent_id = agent_id or (
             lambda agent, team, run_context: default_agent_id(

@@ -71,7 +71,7 @@ class CrewAICircuitBreaker:
     """
 
     def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
         self._stops = PendingStops()
         self._ran = RanCalls(self.breaker)  # allowed calls, till their result is observed
         self._refused: dict[int, tuple[dict[str, Any], str]] = {}  # id(tool_input) -> text

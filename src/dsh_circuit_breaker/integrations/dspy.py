@@ -167,7 +167,7 @@ class CircuitBreakerGuard:
     """
 
     def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
 
     def guard(self, module: Any, name: str | None = None) -> Any:
         """Guard `module` (a ReAct, or a program holding ReAct modules); returns it. Each

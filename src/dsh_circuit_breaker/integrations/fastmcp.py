@@ -76,7 +76,7 @@ class CircuitBreakerMiddleware(Middleware):
         agent_id: AgentIdFunc | None = None,
         server: str | None = None,
     ) -> None:
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
         self.agent_id = agent_id or default_agent_id
         self.server = server
 

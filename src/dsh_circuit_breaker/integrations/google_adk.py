@@ -132,7 +132,7 @@ class CircuitBreakerPlugin(BasePlugin):
         name: str = "dsh_circuit_breaker",
     ) -> None:
         super().__init__(name=name)
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
         self._guard = _Guard(self.breaker)
 
     async def before_tool_callback(

@@ -72,7 +72,7 @@ class CircuitBreakerMiddleware(AgentMiddleware[CircuitBreakerState, Any, Any]):
 
     def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
         super().__init__()
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
         self._stops = PendingStops()
 
     # --- which agent ---

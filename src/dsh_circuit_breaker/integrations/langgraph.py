@@ -99,7 +99,7 @@ class CircuitBreakerToolWrapper:
         config: Config | None = None,
         agent_id: AgentIdFunc | None = None,
     ) -> None:
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
         self.agent_id = agent_id or self._default_id
         per_prompt = agent_id is None and self.breaker.config.reset_on_user_prompt
         self._recent = RecentAgents(KEEP_PROMPTS) if per_prompt else None

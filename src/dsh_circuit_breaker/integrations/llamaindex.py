@@ -67,7 +67,7 @@ class LlamaIndexCircuitBreaker:
     one breaker (and its store); default a new in-memory breaker built from `config`."""
 
     def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
         self._runs: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._next_run = 0
         self._recent = RecentAgents(KEEP_RUNS)

@@ -90,7 +90,7 @@ class CircuitBreakerMiddleware:
         agent_id: AgentIdFunc | None = None,
         server: str | None = None,
     ) -> None:
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
         self.agent_id = agent_id or default_agent_id
         self.server = server
 

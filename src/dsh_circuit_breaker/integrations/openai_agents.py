@@ -159,7 +159,7 @@ def circuit_breaker_guardrail(
         session id, to carry state across runs in a persistent store); default: the agent object
         within the current run.
     """
-    check = BreakerGuardrail(make_breaker(breaker, config), agent_id)
+    check = BreakerGuardrail(make_breaker(breaker, config, __name__), agent_id)
     return ToolInputGuardrail(guardrail_function=check, name=GUARDRAIL_NAME)
 
 

@@ -76,7 +76,7 @@ class CircuitBreakerCapability(AbstractCapability[Any]):
         config: Config | None = None,
         agent_id: AgentIdFunc | None = None,
     ) -> None:
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
         self.agent_id = agent_id or default_agent_id
         self._stops = PendingStops()
         self._ran = RanCalls(self.breaker)

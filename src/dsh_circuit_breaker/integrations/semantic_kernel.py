@@ -61,7 +61,7 @@ class SemanticKernelCircuitBreaker:
     from `config`."""
 
     def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
         self._runs: dict[int, tuple[int, str]] = {}  # id(history) -> (user messages, key)
         self._lock = threading.Lock()
 

@@ -73,7 +73,7 @@ class CircuitBreakerGuard:
     """
 
     def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
         self._stops = PendingStops()
 
     def guard(self, agent: Any) -> Any:

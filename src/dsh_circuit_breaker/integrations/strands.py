@@ -54,7 +54,7 @@ class CircuitBreakerHooks(HookProvider):
     """
 
     def __init__(self, breaker: CircuitBreaker | None = None, *, config: Config | None = None):
-        self.breaker = make_breaker(breaker, config)
+        self.breaker = make_breaker(breaker, config, __name__)
         self._ran = RanCalls(self.breaker)
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:

@@ -298,7 +298,8 @@ def runs_of(
     ignore = frozenset((stats_config or Config()).ignore_args)
     for transcript in transcripts:
         configs_here = configs(transcript.format) if callable(configs) else configs
-        breakers = [CircuitBreaker(config) for config in configs_here]
+        # A replay is no agent's work: nothing of it is exported.
+        breakers = [CircuitBreaker(config, export=False) for config in configs_here]
         observing = any(config.observes_results for config in configs_here)
         agents: dict[str, AgentRun] = {}
         try:

@@ -240,6 +240,7 @@ def config_summary(config: Config) -> dict[str, Any]:
     }
     summary["resultProgress"] = config.result_progress
     summary["sameResultLimit"] = config.same_result_limit
+    summary["cycleRounds"] = config.cycle_rounds
     summary[BUDGETS] = dict(config.tool_limits)
     return summary
 
