@@ -17,6 +17,10 @@ import pytest
 from support.installed import Installed
 from support.installed import venv as installed_venv
 
+# HOME and the XDG directories point into a scratch tree for the whole session, and the
+# session fails if anything under the real HOME changed (tests/support/home_guard.py).
+pytest_plugins = ["support.home_guard"]
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 # Shared checks the integration tests call: rewritten so that a failure shows the values.

@@ -108,6 +108,7 @@ KINDS: dict[str, list[str]] = {
     "JSON": ["empty", "not-json", "json-typo"],
     "KEY=VALUE": ["empty", "no-equals", "unknown-key"],
     "N": NUMBERS,
+    "SECONDS": NUMBERS,  # the relay's --upstream-timeout
     "N,N": NUMBERS,
     "PATTERN=N,N": ["empty", "no-equals", "budget-zero"],
     "NAME": ["empty", "blank"],
@@ -342,3 +343,128 @@ def test_every_option_refuses_bad_values_in_one_line(installed: Installed, tmp_p
     failures = [f for f in found if f is not None]
     print(f"bad-input table: {len(cases)} runs in {seconds:.1f} s ({WORKERS} at once)")
     assert not failures, f"{len(failures)} of {len(cases)} runs:\n" + "\n".join(failures)
+
+
+# -- the cases of issue 36 -------------------------------------------------------------------
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The one line a command said on stderr; fails on a traceback or more lines."""
+    both = done.stdout + done.stderr
+    assert "Traceback" not in both and "internal error" not in both, both
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(PREFIX), done.stderr
+    return lines[0]
+
+
+READ_SYSCALLS = {"x86_64": "0", "aarch64": "63"}  # read(2)'s number, for /proc/PID/syscall
+
+
+def waiting_on_stdin(pid: int, deadline: float) -> bool:
+    """Whether process `pid` is blocked reading its stdin (the hook's only read): the kernel
+    names the wait (`pipe_read`), or, where it hides that, the syscall is read(0, ...)."""
+    read = READ_SYSCALLS.get(os.uname().machine)
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/wchan").read_text().endswith("pipe_read"):
+                return True
+            fields = Path(f"/proc/{pid}/syscall").read_text().split()
+            if read is not None and fields[:2] == [read, "0x0"]:
+                return True
+        except (OSError, IndexError):
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def test_ctrl_c_on_a_waiting_hook_allows_the_call_quietly(installed: Installed) -> None:
+    """`cat | dsh-circuit-breaker hook --harness claude-code`, then Ctrl-C: was a
+    KeyboardInterrupt traceback and exit -2. The hook's one status is 0, a harness reading
+    any other as a verdict (2 blocks the call; droid's 3 aborts the agent)."""
+    import signal
+
+    hook = subprocess.Popen(
+        [str(installed.cli), "hook", "--harness", "claude-code"],
+        env=installed.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert waiting_on_stdin(hook.pid, time.monotonic() + RUN_SECONDS), "never read stdin"
+        hook.send_signal(signal.SIGINT)  # what the terminal sends its foreground group
+        out, err = hook.communicate(timeout=RUN_SECONDS)
+    finally:
+        hook.kill()
+        hook.wait()
+    done = subprocess.CompletedProcess(hook.args, hook.returncode, out, err)
+    assert hook.returncode == 0 and out == "", (hook.returncode, out, err)
+    assert "interrupted" in one_line(done) and "call allowed" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        # A path the command cannot read is bad input: 2 (install mcp said 1).
+        (("install", "mcp", "--file", "{missing}"), 2),
+        (("install", "mcp", "--file", "{directory}"), 2),
+        (("uninstall", "mcp", "--file", "{missing}"), 2),
+        (("doctor", "mcp", "--file", "{directory}"), 2),
+        (("install", "claude-code", "--config", "{directory}"), 2),
+        (("install", "claude-code", "--settings", "{directory}"), 2),
+        (("install", "mcp", "--file", "{file}", "--config", "{directory}"), 2),
+        (("install", "mcp"), 2),  # neither a client nor --file
+        # A file we read but will not change, or a check that failed: 1.
+        (("install", "mcp", "--file", "{not-json}"), 1),
+        (("install", "claude-code", "--settings", "{not-json}"), 1),
+        (("reset", "nobody"), 1),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else str(v),
+)
+def test_one_exit_code_convention(
+    installed: Installed, tmp_path: Path, argv: tuple[str, ...], code: int
+) -> None:
+    (tmp_path / "a-directory").mkdir()
+    (tmp_path / "servers.json").write_text('{"mcpServers": {}}')
+    (tmp_path / "broken.json").write_text("{not json")
+    where = {
+        "missing": str(tmp_path / "missing.json"),
+        "directory": str(tmp_path / "a-directory"),
+        "file": str(tmp_path / "servers.json"),
+        "not-json": str(tmp_path / "broken.json"),
+    }
+    done = installed.run(*(a.format(**where) for a in argv), timeout=RUN_SECONDS)
+    line = one_line(done)
+    assert done.returncode == code, (done.returncode, line)
+
+
+def test_paths_that_hold_no_transcript_say_so_and_fail(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """`replay DIR` over Markdown files printed `0 runs` and exited 0: a report that reads
+    as "no loops" for input nothing was read from."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for n in range(31):
+        (notes / f"note-{n}.md").write_text(f"# note {n}\n")
+    for command in ("replay", "analyze", "calibrate"):
+        done = installed.run(command, str(notes), timeout=RUN_SECONDS)
+        line = one_line(done)
+        assert done.returncode == 2, (command, done.returncode, line)
+        assert f"{command}: no transcript read from {notes}" in line, line
+
+
+def test_a_zstd_transcript_without_the_extra_names_it_and_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`analyze run.jsonl.zst` without the transcripts extra: was `0 runs`, exit 0."""
+    from dsh_circuit_breaker.cli import main
+
+    packed = tmp_path / "run.jsonl.zst"
+    packed.write_bytes(b"\x28\xb5\x2f\xfd" + b"\0" * 16)
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # its import now fails
+    assert main(["analyze", str(packed)]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"{PREFIX}analyze: no transcript read from {packed}"), last
+    assert "pip install 'dsh-circuit-breaker[transcripts]'" in last

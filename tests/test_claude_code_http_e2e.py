@@ -27,7 +27,7 @@ from support.fake_anthropic import FakeAnthropic, tool_use
 from support.guard_service import Service, metric_samples, state_dir
 from support.installed import Installed
 
-DENIAL_START = "Circuit breaker: NOT run, a repeat (runs: 6, limit: 6): this Bash call"
+DENIAL_START = "Circuit breaker: NOT run, a repeat (copies: 6, limit: 6): this Bash call"
 pytestmark = pytest.mark.timeout(300)  # one CLI run per test (240 s at most)
 MARKER = """import os, sys
 with open(os.environ["PYTHON_START_LOG"], "a") as log:
@@ -72,21 +72,20 @@ class Session(ClaudeCode):
 
 
 def assert_probe(model: FakeAnthropic, side: Path, outcome: Outcome) -> None:
-    """Six ran, the 7th and 8th were refused with the text in the very next model request,
-    and the 9th (the third refusal in a row) was refused and ended the session: no model
+    """Five ran, the 6th and 7th were refused with the text in the very next model request,
+    and the 8th (the third refusal in a row) was refused and ended the session: no model
     request after it."""
-    assert side.read_text().splitlines() == ["cbprobe4"] * 6  # six really ran
+    assert side.read_text().splitlines() == ["cbprobe4"] * 5  # five really ran
     uses = model.tool_uses()
-    assert len(uses) == 9 and len(model.model_requests) == 9
+    assert len(uses) == 8 and len(model.model_requests) == 8
     results = model.tool_results()
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 2
-    for use in uses[6:8]:
+    assert [r.is_error for r in results] == [False] * 5 + [True] * 2
+    for use in uses[5:7]:
         denied = model.result_in_next_request(use["id"])
         assert denied.is_error and DENIAL_START in denied.text
-        assert "(runs: 6, limit: 6)" in denied.text
     result = outcome.result
     assert (result["is_error"], result["terminal_reason"]) == (False, "hook_stopped")
-    assert {d["tool_use_id"] for d in result["permission_denials"]} == {u["id"] for u in uses[6:]}
+    assert {d["tool_use_id"] for d in result["permission_denials"]} == {u["id"] for u in uses[5:]}
 
 
 def assert_no_hook_process(session: Session, address: str) -> None:
@@ -119,18 +118,18 @@ def test_probe_over_http_with_no_hook_process(installed: Installed) -> None:
         assert_probe(model, side, outcome)
         assert_no_hook_process(session, address)
         assert len(session.python_starts()) == 1  # one per session, none per call
-        assert decisions(service) == {"allow": 6, "duplicate": 3}
+        assert decisions(service) == {"allow": 5, "duplicate": 3}
         samples = metric_samples(service.metrics())
         assert samples[("dsh_circuit_breaker_prompts_total", (("harness", "claude-code"),))] == 1
-        # The 9th call only: the session ended with it.
+        # The 8th call only: the session ended with it.
         assert samples[("dsh_circuit_breaker_stops_total", (("harness", "claude-code"),))] == 1
         (agent,) = service.json("/api/agents")["agents"]
         assert agent["agent"] == outcome.session
-        assert (agent["harness"], agent["calls"], agent["denials"]) == ("claude-code", 6, 3)
+        assert (agent["harness"], agent["calls"], agent["denials"]) == ("claude-code", 5, 3)
 
 
-def test_probe_over_http_with_stop_off_refuses_four(installed: Installed) -> None:
-    # issue 15's probe as first specified (6 run, 4 refused), before stopping existed.
+def test_probe_over_http_with_stop_off_refuses_five(installed: Installed) -> None:
+    # issue 15's probe with stopping off, at the seed's count: 5 run, 5 refused.
     config = installed.home / "breaker.json"
     config.write_text(json.dumps({"stopAfterDenials": 0}))
     env = dict(installed.env, DSH_CIRCUIT_BREAKER_CONFIG=str(config))
@@ -139,14 +138,14 @@ def test_probe_over_http_with_stop_off_refuses_four(installed: Installed) -> Non
         side = session.work / "side.txt"
         with FakeAnthropic([*session.probe(side), "All ten probe steps attempted."]) as model:
             outcome = session.run(model, "Run the cbprobe4 probe ten times.")
-        assert side.read_text().splitlines() == ["cbprobe4"] * 6
+        assert side.read_text().splitlines() == ["cbprobe4"] * 5
         uses = model.tool_uses()
         assert len(uses) == 10 and len(model.model_requests) == 11
-        for use in uses[6:]:
+        for use in uses[5:]:
             denied = model.result_in_next_request(use["id"])
             assert denied.is_error and DENIAL_START in denied.text
         assert outcome.result["result"] == "All ten probe steps attempted."
-        assert decisions(service) == {"allow": 6, "duplicate": 4}
+        assert decisions(service) == {"allow": 5, "duplicate": 5}
         stops = ("dsh_circuit_breaker_stops_total", (("harness", "claude-code"),))
         assert stops not in metric_samples(service.metrics())
 
@@ -250,8 +249,10 @@ def test_a_squatter_that_allows_gets_what_claude_code_sends(installed: Installed
     ours = [h for h in AllowingSquatter.heard if h[0].startswith("/proof")]
     hooks = [h for h in AllowingSquatter.heard if h[0] == "/hook/claude-code"]
     assert ours and all(auth == "" for _, auth, _ in ours)  # --ensure: the challenge only
-    assert len(hooks) == 11 and all(auth == f"Bearer {token}" for _, auth, _ in hooks)
-    assert sum(b"echo cbprobe4 >>" in body for _, _, body in hooks) == 10  # every call's
+    # The prompt, and each call's PreToolUse and its PostToolUse (results: the default).
+    assert len(hooks) == 21 and all(auth == f"Bearer {token}" for _, auth, _ in hooks)
+    assert sum(b"echo cbprobe4 >>" in body for _, _, body in hooks) == 20  # every call's
+    assert sum(b'"PostToolUse"' in body for _, _, body in hooks) == 10
     assert sum(b"Run the cbprobe4 probe ten times." in body for _, _, body in hooks) == 1
     assert side.read_text().splitlines() == ["cbprobe4"] * 10  # and all ten ran
 
@@ -281,13 +282,14 @@ def test_a_guard_gone_mid_session_refuses_each_call(installed: Installed) -> Non
 
 
 def test_results_over_http_refuse_an_interleaved_frozen_poller(installed: Installed) -> None:
-    # Results on (issue 25): `install --http` posts PostToolUse too, and the guard records
-    # each result; a frozen poll alternated with a new call is refused at its 7th copy,
+    # Results (issue 25, on by default since issue 32): `install --http` posts PostToolUse
+    # too, and the guard records each result; with sameResultLimit 6 a frozen poll
+    # alternated with a new call is refused at its 7th copy (six results alike before it),
     # which only the results can tell (each new call restarts SPEC's count). Still no hook
     # process per call.
     config = Path(installed.env["XDG_CONFIG_HOME"]) / "dsh-circuit-breaker" / "config.json"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(json.dumps({"resultProgress": True, "sameResultLimit": 6}))
+    config.write_text(json.dumps({"sameResultLimit": 6}))
     with Service(installed.env, token=None, cli=[str(installed.cli)]) as service:
         address = f"127.0.0.1:{service.port}"
         session = Session(installed, address)
@@ -306,7 +308,7 @@ def test_results_over_http_refuse_an_interleaved_frozen_poller(installed: Instal
         results = [model.result_in_next_request(c["id"]) for c in model.tool_uses()]
         assert [r.is_error for r in results] == [False] * 12 + [True, False] * 2
         for refused in results[12::2]:
-            assert DENIAL_START in refused.text and "(runs: 6, limit: 6)" in refused.text
+            assert DENIAL_START in refused.text
         assert outcome.result["result"] == "Stuck."
         assert decisions(service) == {"allow": 14, "duplicate": 2}
         assert_no_hook_process(session, address)

@@ -7,9 +7,10 @@ Each scenario asserts what really ran (a side-effect file the shell commands app
 what the model was sent back (the tool results of the next request, from the fake's
 log), and the incident log. A harness whose hook can end the agent (a `stop.json` among
 its captured events) is stopped at the third refusal in a row; the others refuse every
-call from there on, and the run goes on. A scenario a harness cannot take part in is
-named in its `not_in`, with the reason; tests/test_harness_registry.py checks that
-every registered harness is described.
+call from there on, and the run goes on. The install is the default one: it adds the
+post-tool hook, and the breaker judges each repeat by what came back (`resultProgress`).
+A scenario a harness cannot take part in is named in its `not_in`, with the reason;
+tests/test_harness_registry.py checks that every registered harness is described.
 """
 
 from __future__ import annotations
@@ -78,19 +79,20 @@ def without_time(incidents: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @scenario("probe_stop_off")
-def test_probe_with_stop_off_six_run_four_refused(harness: Harness) -> None:
+def test_probe_with_stop_off_five_run_five_refused(harness: Harness) -> None:
     # stopAfterDenials 0: every refusal reaches the model and the run goes on to its end.
+    # The probe prints nothing: every copy returns the same, and the 6th is refused.
     h = harness
     h.configure({"stopAfterDenials": 0})
     side = h.work / "side.txt"
     with h.model([*h.probe(side), "All ten probe steps attempted."]) as model:
         outcome = h.run(model, "Run the cbprobe4 probe ten times.")
-    assert side_lines(side) == ["cbprobe4"] * 6  # six really ran
+    assert side_lines(side) == ["cbprobe4"] * 5  # five really ran
     calls = model.tool_uses()
     results = [model.result_in_next_request(c["id"]) for c in calls]
-    for result in results[:6]:
+    for result in results[:5]:
         check_ran(h, result)
-    for result in results[6:]:
+    for result in results[5:]:
         check_refused(h, result, h.duplicate())
     assert len(results) == 10
     assert len(model.model_requests) == 11  # every refusal answered, then the final text
@@ -102,26 +104,27 @@ def test_probe_with_stop_off_six_run_four_refused(harness: Harness) -> None:
     assert outcome.session
     assert "cbprobe4" not in h.incidents.read_text()  # no argument content on disk
     assert h.ended_by_stop(outcome) in (False, None)
-    h.check_denials(outcome, [c["id"] for c in calls[6:]])
+    h.check_denials(outcome, [c["id"] for c in calls[5:]])
     h.check_went_on(outcome, model, calls)
 
 
 @scenario("probe")
 def test_a_looping_agent_is_stopped_or_refused_past_the_stop(harness: Harness) -> None:
-    # Defaults: the third refusal in a row (the 9th call) stops the agent, where the
-    # harness's hook can end it; elsewhere the stop is the plain refusal, every call from
-    # there on is refused like the 7th, and the run goes on to the model's end.
+    # Defaults: the 6th call is refused, the third refusal in a row (the 8th call) stops
+    # the agent, where the harness's hook can end it; elsewhere the stop is the plain
+    # refusal, every call from there on is refused like the 6th, and the run goes on to
+    # the model's end.
     h = harness
     side = h.work / "side.txt"
     with h.model([*h.probe(side), "All ten probe steps attempted."]) as model:
         outcome = h.run(
             model, "Run the cbprobe4 probe ten times.", *(h.stop_flags if h.stops() else ())
         )
-    assert side_lines(side) == ["cbprobe4"] * 6  # six really ran
+    assert side_lines(side) == ["cbprobe4"] * 5  # five really ran
     calls = model.tool_uses()
-    for call in calls[:6]:
+    for call in calls[:5]:
         check_ran(h, model.result_in_next_request(call["id"]))
-    for call in calls[6:8]:
+    for call in calls[5:7]:
         check_refused(h, model.result_in_next_request(call["id"]), h.duplicate())
     incidents = without_time(h.incident_lines())
     (agent,) = {i["agent"] for i in incidents}
@@ -131,20 +134,20 @@ def test_a_looping_agent_is_stopped_or_refused_past_the_stop(harness: Harness) -
         incident("stop", h.shell_tool, 3, 3, agent),
     ]
     if h.stops():
-        # Nine calls asked for; the ninth stopped the agent: no model request after it,
+        # Eight calls asked for; the eighth stopped the agent: no model request after it,
         # so its refusal never reached the model.
-        assert len(calls) == len(model.model_requests) == 9
-        assert [r.call_id for r in model.tool_results()] == [c["id"] for c in calls[:8]]
+        assert len(calls) == len(model.model_requests) == 8
+        assert [r.call_id for r in model.tool_results()] == [c["id"] for c in calls[:7]]
         assert h.stop_shown(outcome) == [h.stop_text()]
         assert h.ended_by_stop(outcome) in (True, None)
         h.check_stopped(outcome, model, calls)
     else:
         assert len(calls) == 10
-        for call in calls[8:]:
+        for call in calls[7:]:
             check_refused(h, model.result_in_next_request(call["id"]), h.duplicate())
         assert len(model.model_requests) == 11
         assert outcome.final == "All ten probe steps attempted."
-        h.check_denials(outcome, [c["id"] for c in calls[6:]])
+        h.check_denials(outcome, [c["id"] for c in calls[5:]])
         h.check_went_on(outcome, model, calls)
     if outcome.session is not None:
         assert agent == outcome.session  # the harness's session id reaches the hook
@@ -166,7 +169,7 @@ def test_only_the_looping_subagent_is_refused(harness: Harness) -> None:
     def respond(body: dict[str, Any]) -> Any:
         done = len(h.fake.results_of(body))
         if shape.is_child(body):
-            if done < 9:  # nine identical calls, then (if it still runs) a report
+            if done < 8:  # eight identical calls, then (if it still runs) a report
                 call = h.shell(loop, f"Child attempt number {done + 1}")
                 child.append(call["id"])
                 return call
@@ -182,20 +185,20 @@ def test_only_the_looping_subagent_is_refused(harness: Harness) -> None:
     with h.model([], after=respond) as model:
         outcome = h.run(model, "PARENT-TASK: delegate the loop, then check it twice.")
     results = {r.call_id: r for r in model.tool_results()}
-    assert len(child) == 9 and len(parent) == 2
-    for call_id in child[:6]:
+    assert len(child) == 8 and len(parent) == 2
+    for call_id in child[:5]:
         check_ran(h, results[call_id])
-    for call_id in child[6:8]:
+    for call_id in child[5:7]:
         check_refused(h, results[call_id], h.duplicate())
-    if h.stops():  # the 9th ended the subagent: no request of its own came after it
-        assert child[8] not in results
-        assert len([b for b in model.model_requests if shape.is_child(b)]) == 9
+    if h.stops():  # the 8th ended the subagent: no request of its own came after it
+        assert child[7] not in results
+        assert len([b for b in model.model_requests if shape.is_child(b)]) == 8
         assert h.stop_shown(outcome) == [h.stop_text()]
     else:
-        check_refused(h, results[child[8]], h.duplicate())
+        check_refused(h, results[child[7]], h.duplicate())
     for call_id in parent:
         check_ran(h, results[call_id])
-    assert side_lines(side) == ["loop"] * 8
+    assert side_lines(side) == ["loop"] * 7  # the child's five, the parent's two
     assert outcome.final == "Parent: done."
     incidents = without_time(h.incident_lines())
     (agent,) = {i["agent"] for i in incidents}
@@ -245,31 +248,31 @@ def test_a_new_user_prompt_starts_the_main_agent_afresh(harness: Harness, reset:
     def call(i: int) -> Block:
         return h.shell(f"echo again >> {side}", f"Try number {i}")
 
-    with h.model([*[call(i) for i in range(1, 8)], "Stuck."]) as first:
+    with h.model([*[call(i) for i in range(1, 7)], "Stuck."]) as first:
         one = h.run(first, "Keep trying.")
     firsts = [first.result_in_next_request(c["id"]) for c in first.tool_uses()]
-    assert len(firsts) == 7
-    for result in firsts[:6]:
+    assert len(firsts) == 6
+    for result in firsts[:5]:
         check_ran(h, result)
-    check_refused(h, firsts[6], h.duplicate())
-    with h.model([call(8), call(9), "Done."]) as second:
+    check_refused(h, firsts[5], h.duplicate())
+    with h.model([call(7), call(8), "Done."]) as second:
         two = h.run(second, "Try it once more, differently.", *h.resume(one))
     assert two.session == one.session
-    eight, nine = (c["id"] for c in second.tool_uses())
+    seven, eight = (c["id"] for c in second.tool_uses())
     if reset:
+        check_ran(h, second.result_in_next_request(seven))
         check_ran(h, second.result_in_next_request(eight))
-        check_ran(h, second.result_in_next_request(nine))
-        assert side_lines(side) == ["again"] * 8
+        assert side_lines(side) == ["again"] * 7
         assert two.final == "Done."
-    else:  # the count carries over the session: the 9th call is the 3rd refusal
-        check_refused(h, second.result_in_next_request(eight), h.duplicate())
-        assert side_lines(side) == ["again"] * 6
+    else:  # the count carries over the session: the 8th call is the 3rd refusal
+        check_refused(h, second.result_in_next_request(seven), h.duplicate())
+        assert side_lines(side) == ["again"] * 5
         if h.stops():
-            assert len(second.model_requests) == 2  # stopped at the 9th, nothing after
+            assert len(second.model_requests) == 2  # stopped at the 8th, nothing after
             assert h.stop_text() in h.stop_shown(two)
             assert h.ended_by_stop(two) in (True, None)
         else:
-            check_refused(h, second.result_in_next_request(nine), h.duplicate())
+            check_refused(h, second.result_in_next_request(eight), h.duplicate())
 
 
 @scenario("cap")
@@ -293,18 +296,21 @@ def test_cap_text_reaches_the_model(harness: Harness) -> None:
     assert entry == incident("cap", h.shell_tool, 3, 3, outcome.session or entry["agent"])
 
 
-# -- results as progress (issue 25, docs/results.md) ---------------------------------------
+# -- results as progress (issues 25 and 32, docs/results.md) ---------------------------------
 POLL_SCRIPT = 'n=$(cat polls 2>/dev/null || echo 0)\necho $((n + 1)) > polls\necho "done $n%"\n'
 FROZEN_SCRIPT = 'echo ran >> frozen-runs\necho "job 7: 50% done"\n'
+NOTES = "notes.txt"
 
 
-def with_results(h: Harness, config: dict[str, Any]) -> None:
-    """The config with results on, and the install that config gets: its post-tool hook."""
-    h.configure(config)
-    done = h.reinstall()
-    assert "results: " in done.stdout, done.stdout
+def with_results(h: Harness, config: dict[str, Any] | None = None) -> None:
+    """The default install (it said it added the post-tool hook), `config` if given, and
+    the scripts the scenarios poll."""
+    assert "results: " in h.installed_out, h.installed_out
+    if config is not None:
+        h.configure(config)
     (h.work / "poll.sh").write_text(POLL_SCRIPT)
     (h.work / "frozen.sh").write_text(FROZEN_SCRIPT)
+    (h.work / NOTES).write_text("step 3 is blocked on the job\n")
 
 
 def run_script(h: Harness, script: list[Block], final: str) -> tuple[Any, list[Any]]:
@@ -318,9 +324,10 @@ def run_script(h: Harness, script: list[Block], final: str) -> tuple[Any, list[A
     return outcome, results
 
 
-def check_one_duplicate(h: Harness, outcome: Any) -> None:
+def check_one_duplicate(h: Harness, outcome: Any, count: int = 6, limit: int = 6) -> None:
     (entry,) = without_time(h.incident_lines())
-    assert entry == incident("duplicate", h.shell_tool, 6, 6, outcome.session or entry["agent"])
+    expected = incident("duplicate", h.shell_tool, count, limit, outcome.session or entry["agent"])
+    assert entry == expected
 
 
 def poll(h: Harness, script: str, i: int) -> Block:
@@ -330,7 +337,7 @@ def poll(h: Harness, script: str, i: int) -> Block:
 @scenario("results")
 def test_a_poll_whose_output_moves_runs_past_six_copies(harness: Harness) -> None:
     h = harness
-    with_results(h, {"resultProgress": True})
+    with_results(h)
     _, results = run_script(h, [poll(h, "poll.sh", i) for i in range(1, 11)], "Done.")
     for i, result in enumerate(results):
         check_ran(h, result)
@@ -340,14 +347,15 @@ def test_a_poll_whose_output_moves_runs_past_six_copies(harness: Harness) -> Non
 
 
 @scenario("results")
-def test_the_same_poll_frozen_is_refused_at_the_seventh(harness: Harness) -> None:
+def test_the_same_poll_frozen_is_refused_at_the_sixth(harness: Harness) -> None:
+    # Seven copies: the 6th and 7th refused, two refusals in a row (no stop).
     h = harness
-    with_results(h, {"resultProgress": True})
-    outcome, results = run_script(h, [poll(h, "frozen.sh", i) for i in range(1, 9)], "Stuck.")
-    assert side_lines(h.work / "frozen-runs") == ["ran"] * 6
-    for result in results[:6]:
+    with_results(h)
+    outcome, results = run_script(h, [poll(h, "frozen.sh", i) for i in range(1, 8)], "Stuck.")
+    assert side_lines(h.work / "frozen-runs") == ["ran"] * 5
+    for result in results[:5]:
         check_ran(h, result)
-    for result in results[6:]:
+    for result in results[5:]:
         check_refused(h, result, h.duplicate())
     check_one_duplicate(h, outcome)
 
@@ -355,9 +363,10 @@ def test_the_same_poll_frozen_is_refused_at_the_seventh(harness: Harness) -> Non
 @scenario("results")
 def test_an_interleaved_frozen_poller_is_refused_at_the_seventh_copy(harness: Harness) -> None:
     # A new call after each copy restarts SPEC's count every time; sameResultLimit counts
-    # the copies whose result came back the same, new calls between or not.
+    # the copies whose result came back the same, new calls between or not: the 7th
+    # follows six alike. (Every step is new: no block repeats, so no frozen cycle.)
     h = harness
-    with_results(h, {"resultProgress": True, "sameResultLimit": 6})
+    with_results(h, {"sameResultLimit": 6})
     steps = h.work / "steps"
     script: list[Block] = []
     for i in range(1, 9):
@@ -372,3 +381,34 @@ def test_an_interleaved_frozen_poller_is_refused_at_the_seventh_copy(harness: Ha
     for result in polls[6:]:
         check_refused(h, result, h.duplicate())
     check_one_duplicate(h, outcome)
+
+
+@scenario("results")
+def test_a_cycle_runs_on_while_a_result_moves_and_is_refused_frozen(harness: Harness) -> None:
+    # SPEC rule 5 with the defaults. A read of the same notes alternated with a poll whose
+    # output moves: four rounds (eight calls, more than three rounds) all run. Then the
+    # frozen poll alternated with that read: a block of 2 calls repeated 3 rounds with
+    # every result as the round before, so the call that would start a 4th round (the 7th
+    # of this cycle) is refused; no call of it is a 6th copy (rule 4 sees 4 at most). (The
+    # moving part ends on the poll: had it ended on the read, that read would have been
+    # the cycle's first call, and its 7th the frozen part's 6th.)
+    h = harness
+    with_results(h)
+
+    def read(i: int) -> Block:  # one key: its label is an annotation the breaker drops
+        return h.shell(f"cat {NOTES}", f"Read my notes again ({i})")
+
+    moving = [b for i in range(1, 5) for b in (read(i), poll(h, "poll.sh", i))]
+    frozen = [b for i in range(5, 9) for b in (poll(h, "frozen.sh", i), read(i))]
+    outcome, results = run_script(h, [*moving, *frozen[:7]], "Stuck.")
+    for i, result in enumerate(results[:8]):
+        check_ran(h, result)
+        expected = "step 3 is blocked on the job" if i % 2 == 0 else f"done {i // 2}%"
+        assert expected in result.text, result.text
+    for result in results[8:14]:
+        check_ran(h, result)
+    cycle = render(DEFAULT_MESSAGES["cycle"], h.shell_tool, "duplicate", 3, 3, 2)
+    check_refused(h, results[14], cycle)
+    assert (h.work / "polls").read_text().strip() == "4"
+    assert side_lines(h.work / "frozen-runs") == ["ran"] * 3
+    check_one_duplicate(h, outcome, 3, 3)

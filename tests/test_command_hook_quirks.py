@@ -1,7 +1,8 @@
-"""End to end, what only one command-hook harness has: Codex's hook trust and its answer to
-a stop, Copilot's hooks directory, droid's hooks.json, Gemini CLI's subagents, its hook
-command's fallback and its web search budget. The real CLI, driven as in
-tests/test_command_hook_e2e.py (tests/support/command_hook_harnesses.py).
+"""End to end, what only one command-hook harness has: Claude Code's parallel batches,
+Codex's hook trust and its answer to a stop, Copilot's hooks directory, droid's
+hooks.json, Gemini CLI's subagents, its hook command's fallback and its web search
+budget. The real CLI, driven as in tests/test_command_hook_e2e.py
+(tests/support/command_hook_harnesses.py).
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import contextlib
 import json
 import os
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dsh_circuit_breaker import CircuitBreaker, Config
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.command_hook_harnesses import (
     GEMINI_STOPPED,
@@ -88,9 +91,9 @@ def test_codex_untrusted_hooks_do_not_run(scratch: Any) -> None:
     trusted_side = h.work / "trusted-side.txt"
     with h.model([*h.probe(trusted_side), "Done."]) as model:
         h.run(model, "Run the cbprobe4 probe ten times.")
-    assert side_lines(trusted_side) == ["cbprobe4"] * 6
+    assert side_lines(trusted_side) == ["cbprobe4"] * 5
     refused = [o.text.startswith(h.refusal_prefix) for o in model.tool_results()]
-    assert refused == [False] * 6 + [True] * 4
+    assert refused == [False] * 5 + [True] * 5
     assert agents_in(h.state) == 1
 
 
@@ -163,7 +166,7 @@ def test_gemini_a_subagent_is_keyed_by_its_parents_session(scratch: Any) -> None
     def respond(body: dict[str, Any]) -> Any:
         done = len(function_responses_of(body))
         if "invoke_agent" not in gemini_tools(body):  # a subagent cannot delegate
-            if done < 8:
+            if done < 7:  # five run, two refused
                 return h.shell(loop, f"attempt {done + 1}")
             return tool_call("complete_task", {"result": {"response": "The loop was refused."}})
         if done == 0:
@@ -177,16 +180,16 @@ def test_gemini_a_subagent_is_keyed_by_its_parents_session(scratch: Any) -> None
         outcome = h.run(model, "PARENT-TASK: delegate the loop, then check.")
     by_description = {u["input"].get("description"): u["id"] for u in model.tool_uses()}
     results = {r.call_id: r for r in model.tool_results()}
-    sub = [results[by_description[f"attempt {i}"]] for i in range(1, 9)]
-    assert [r.is_error for r in sub] == [False] * 6 + [True] * 2
-    assert all(r.text.startswith(h.refusal_prefix + h.duplicate()) for r in sub[6:])
+    sub = [results[by_description[f"attempt {i}"]] for i in range(1, 8)]
+    assert [r.is_error for r in sub] == [False] * 5 + [True] * 2
+    assert all(r.text.startswith(h.refusal_prefix + h.duplicate()) for r in sub[5:])
     delegated = results[next(u["id"] for u in model.tool_uses() if u["name"] == "invoke_agent")]
     # complete_task is exempt: the subagent handed its result back, though it had looped.
     assert not delegated.is_error and "The loop was refused." in delegated.text, delegated
     stopping = by_description["the subagent's command, from the parent"]
     assert model.tool_uses()[-1]["id"] == stopping  # the parent's run ended on it
     assert "a different command" not in by_description
-    assert side_lines(side) == ["loop"] * 6
+    assert side_lines(side) == ["loop"] * 5
     # -o json prints no stop line; the tool error line on stderr still names the stop.
     assert h.stop_shown(outcome) == [h.stop_text()]
     incident, stop = h.incident_lines()
@@ -219,11 +222,11 @@ def test_gemini_a_stop_inside_a_subagent_does_not_end_it(scratch: Any) -> None:
     results = {r.call_id: r for r in model.tool_results()}
     sub = [results[by_description[f"attempt {i}"]] for i in range(1, 13)]
     stop = h.stop_text()
-    assert [r.is_error for r in sub] == [False] * 6 + [True] * 6
-    assert [r.text.startswith(h.refusal_prefix) for r in sub[6:8]] == [True, True]
-    assert sub[8].text == GEMINI_STOPPED + stop  # what the subagent's model is told instead
-    assert all(r.text.startswith(GEMINI_STOPPED + stop[:60]) for r in sub[9:])
-    assert side_lines(side) == ["loop"] * 6 + ["parent"]
+    assert [r.is_error for r in sub] == [False] * 5 + [True] * 7
+    assert [r.text.startswith(h.refusal_prefix) for r in sub[5:7]] == [True, True]
+    assert sub[7].text == GEMINI_STOPPED + stop  # what the subagent's model is told instead
+    assert all(r.text.startswith(GEMINI_STOPPED + stop[:60]) for r in sub[8:])
+    assert side_lines(side) == ["loop"] * 5 + ["parent"]
     assert not results[by_description["a different command"]].is_error
     assert outcome.final == "Parent: done."
     assert "Agent execution stopped:" not in outcome.stderr
@@ -297,3 +300,86 @@ def test_gemini_a_web_search_budget_refuses_the_thirteenth(scratch: Any) -> None
         "limit": 12,
         "agent": outcome.session,
     }
+
+
+# -- Claude Code ---------------------------------------------------------------------------
+
+POLL_SCRIPT = 'n=$(cat polls 2>/dev/null || echo 0)\necho $((n + 1)) > polls\necho "done $n%"\n'
+# A second hook beside ours on the call and result events: the order they fired in.
+ORDER_HOOK = """import json, sys
+event = json.load(sys.stdin)
+with open(sys.argv[1], "a") as log:
+    log.write(event["hook_event_name"] + " " + event["tool_use_id"] + "\\n")
+"""
+
+
+def log_hook_order(h: Harness) -> Path:
+    """Add a hook beside ours that logs each PreToolUse and PostToolUse (event, call id)."""
+    script, log = h.home / "order_hook.py", h.home / "hook-order.log"
+    script.write_text(ORDER_HOOK)
+    settings = json.loads(h.settings.read_text())
+    command = f"{sys.executable} {script} {log}"
+    for event in ("PreToolUse", "PostToolUse"):
+        settings["hooks"][event].append({"hooks": [{"type": "command", "command": command}]})
+    h.settings.write_text(json.dumps(settings))
+    return log
+
+
+def test_claude_code_a_parallel_batch_is_judged_on_no_result_but_its_own(scratch: Any) -> None:
+    # Two messages of seven identical tool_use blocks each, with the default install (the
+    # post-tool hook in). Claude Code runs a batch of Bash calls one at a time, each
+    # result's PostToolUse before the next copy's PreToolUse: each copy of a poll whose
+    # output moves is judged on the result of the copy before it, its own, and all seven
+    # run. It runs a batch of Reads at once: every PreToolUse before the first result, so
+    # the breaker judges them with no result at all, as SPEC says of parallel calls (a
+    # copy issued while the one before is out): the 6th and 7th to ask are refused, and
+    # the results of the five that ran, which come back later, are not kept.
+    h = scratch("claude-code")
+    log = log_hook_order(h)
+    (h.work / "poll.sh").write_text(POLL_SCRIPT)
+    notes = h.work / "notes.txt"
+    notes.write_text("the job is at step 3\n")
+    polls = [h.shell("sh poll.sh", f"Poll the job, copy {i}") for i in range(1, 8)]
+    reads = [tool_call("Read", {"file_path": str(notes)}) for _ in range(7)]
+    with h.model([polls, reads, "Done."]) as model:
+        outcome = h.run(model, "Poll the job seven times at once, then read the notes so.")
+    assert outcome.final == "Done." and len(model.model_requests) == 3
+    poll_ids, read_ids = [[c["id"] for c in batch] for batch in (polls, reads)]
+    assert [c["id"] for c in model.tool_uses()] == poll_ids + read_ids  # two batches of 7
+    order = [tuple(line.split()) for line in log.read_text().splitlines()]
+    serial = [(event, i) for i in poll_ids for event in ("PreToolUse", "PostToolUse")]
+    assert order[:14] == serial
+    for i, call_id in enumerate(poll_ids):
+        ran = model.result_in_next_request(call_id)
+        assert not ran.is_error and f"done {i}%" in ran.text, ran.text
+    assert (h.work / "polls").read_text().strip() == "7"
+    asked = [i for event, i in order[14:] if event == "PreToolUse"]
+    assert sorted(asked) == sorted(read_ids)
+    first_result = next(n for n, (event, _) in enumerate(order) if n >= 14 and event[:4] == "Post")
+    assert first_result == 14 + 7, order  # every copy was asked about before any result
+    # The seven hooks run at once: which two are the 6th and 7th is the store's order.
+    refused = "PreToolUse:Read hook error: " + render(
+        DEFAULT_MESSAGES["duplicate"], "Read", "duplicate", 6, 6
+    )
+    results = {i: model.result_in_next_request(i) for i in read_ids}
+    denied = [i for i in read_ids if results[i].is_error]
+    assert len(denied) == 2 and all(results[i].text.startswith(refused) for i in denied)
+    ran = [i for i in read_ids if i not in denied]
+    assert all("the job is at step 3" in results[i].text for i in ran)
+    # Results came back only for the five that ran; the breaker kept none of them (the
+    # poll's results, one key, are all it has), and none is still awaited.
+    assert sorted(i for event, i in order[21:] if event == "PostToolUse") == sorted(ran)
+    state = Path(h.env["XDG_STATE_HOME"]) / "dsh-circuit-breaker" / "state.db"
+    store = CircuitBreaker(Config(), state=f"sqlite:///{state}")
+    try:
+        kept = dict(store.store.agents())[outcome.session]
+    finally:
+        store.close()
+    assert len(kept.results) == 1 and kept.awaiting == {}
+    (entry,) = h.incident_lines()
+    assert (entry["kind"], entry["tool"], entry["count"], entry["agent"]) == (
+        "duplicate",
+        "Read",
+        6,
+        outcome.session,
+    )

@@ -37,9 +37,10 @@ def quiet(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture
 
 
 def _trip(log: Path) -> list[bool]:
-    """Seven identical calls: the seventh is denied, and its denial is logged."""
+    """Six identical calls: the sixth is denied (duplicateLimit 6 counts it), and its
+    denial is logged."""
     breaker = CircuitBreaker(Config(incident_log=str(log)))
-    return [breaker.check("a", "t", {}).allowed for _ in range(7)]
+    return [breaker.check("a", "t", {}).allowed for _ in range(6)]
 
 
 def _in_time(target: Any, limit: float) -> Any:
@@ -71,7 +72,7 @@ def test_symlinked_incident_log_is_not_followed(tmp_path: Path, quiet: Any) -> N
     log = tmp_path / "state" / "incidents.jsonl"
     log.parent.mkdir(mode=0o700)
     log.symlink_to(bashrc)
-    assert _trip(log) == [True] * 6 + [False]  # the decision itself is unaffected
+    assert _trip(log) == [True] * 5 + [False]  # the decision itself is unaffected
     assert bashrc.read_text() == "export PATH=/usr/bin\n"
     assert "is a symbolic link; it is not followed" in quiet.text
 
@@ -94,7 +95,7 @@ def test_fifo_as_incident_log_never_holds_the_denial(
     # With a reader attached, a blocking open would succeed and write into the pipe.
     held = os.open(log, os.O_RDONLY | os.O_NONBLOCK) if reader else None
     try:
-        assert _in_time(lambda: _trip(log), 10) == [True] * 6 + [False]
+        assert _in_time(lambda: _trip(log), 10) == [True] * 5 + [False]
         if held is not None:
             assert os.read(held, 1) == b""  # nothing was written into the pipe
     finally:
@@ -268,8 +269,8 @@ def test_other_users_shared_state_home_cannot_forge_or_redirect(tmp_path: Path) 
     for path in (theirs / "incidents.jsonl", theirs / "state.db"):
         path.unlink()
     theirs.rmdir()
-    results = [run_hook(pre_tool_use(), env) for _ in range(7)]
-    assert [denial(r.stdout) is None for r in results] == [True] * 6 + [False]
+    results = [run_hook(pre_tool_use(), env) for _ in range(6)]
+    assert [denial(r.stdout) is None for r in results] == [True] * 5 + [False]
     assert stat.S_IMODE(theirs.stat().st_mode) == 0o700
     assert bashrc.read_text() == "export PATH=/usr/bin\n"
 

@@ -3,8 +3,8 @@ package docstring), checked here once for all of them:
 
 - its members are there, with the right types;
 - its real captured probe (tests/fixtures/harness-events/NAME) through `hook --harness
-  NAME`: six calls allowed, the seventh denied in the harness's own shape, although the
-  harness's annotation arguments differ on every call, and the ninth (the third refusal
+  NAME`: five calls allowed, the sixth denied in the harness's own shape, although the
+  harness's annotation arguments differ on every call, and the eighth (the third refusal
   in a row) answered as a stop;
 - its answer to a stop: `stop.json` where the harness can end the agent, else `deny.json`
   (the plain refusal), and always the refusal;
@@ -67,7 +67,7 @@ def test_members(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_captured_probe_denies_the_seventh_call_and_stops_at_the_ninth(
+def test_captured_probe_denies_the_sixth_call_and_stops_at_the_eighth(
     name: str, tmp_path: Path
 ) -> None:
     harness = load(name)
@@ -95,9 +95,9 @@ def test_captured_probe_denies_the_seventh_call_and_stops_at_the_ninth(
         if isinstance(what, Call):
             outputs.append(done.stdout.strip())
     allowed = harness.answer(Decision(True)) or ""
-    assert outputs[:6] == [allowed] * 6
-    tool = calls[6][1].tool
-    denials = [json.loads(output) for output in outputs[6:9]]
+    assert outputs[:5] == [allowed] * 5
+    tool = calls[5][1].tool
+    denials = [json.loads(output) for output in outputs[5:8]]
     message = _find_message(denials[0])
     assert message == render(DEFAULT_MESSAGES["duplicate"], tool, "duplicate", 6, 6)
     assert denials[:2] == [expected(name, message)] * 2

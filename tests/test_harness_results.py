@@ -6,11 +6,11 @@ has subagents; recorded with tests/support/capture_hook.py on every tool event):
 - each post-tool event parses to an `Outcome` of the very call (agent key, tool,
   arguments) its pre-tool event was judged as, a subagent's too;
 - through both transports that share judge.py, the command hook and the HTTP guard's
-  hook route, with `resultProgress`: the moving poll runs on past 6 copies, the frozen
-  one is refused at the 7th, and with `sameResultLimit: 6` so is a frozen poll
-  alternated with a new call each time;
-- `install` adds the post-tool hook only while the config observes results, `doctor`
-  says whether it is there, `uninstall` removes it.
+  hook route, with the default config (`resultProgress` on): the moving poll runs on past
+  6 copies, the frozen one is refused at the 6th, and with `sameResultLimit: 6` a frozen
+  poll alternated with a new call each time is refused at its 7th;
+- `install` adds the post-tool hook while the config observes results (the default),
+  `doctor` says whether it is there, `uninstall` removes it.
 """
 
 from __future__ import annotations
@@ -119,10 +119,13 @@ def interleaved(name: str, copies: int) -> list[dict[str, Any]]:
 
 # Each sequence, its config, and the copies of the poll that must be refused.
 CASES: dict[str, tuple[Callable[[str, int], list[dict[str, Any]]], dict[str, Any], list[int]]] = {
-    "moving": (moving, {"resultProgress": True}, []),
-    "frozen": (frozen, {"resultProgress": True}, [7, 8]),
-    "interleaved": (interleaved, {"resultProgress": True, "sameResultLimit": 6}, [7, 8]),
-    "interleaved-without-sameResultLimit": (interleaved, {"resultProgress": True}, []),
+    "moving": (moving, {}, []),
+    "frozen": (frozen, {}, [6, 7, 8]),  # the seed's count: the 6th copy is refused
+    # sameResultLimit counts results that came back the same: the 7th copy follows six.
+    "interleaved": (interleaved, {"sameResultLimit": 6}, [7, 8]),
+    "interleaved-without-sameResultLimit": (interleaved, {}, []),
+    # Results off: the call-only rule refuses the moving poll too.
+    "moving-results-off": (moving, {"resultProgress": False}, [6, 7, 8]),
 }
 
 
@@ -167,7 +170,7 @@ def guard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     env = hook_env(home)
     config = home / "config" / "dsh-circuit-breaker" / "config.json"
     config.parent.mkdir(parents=True)
-    config.write_text(json.dumps({"resultProgress": True, "sameResultLimit": 6}))
+    config.write_text(json.dumps({"sameResultLimit": 6}))  # resultProgress: the default
     with Service(env) as running:
         yield running
 
@@ -184,10 +187,10 @@ def test_results_through_the_http_guard(name: str, case: str, guard: Service) ->
 
 
 def test_a_post_tool_event_prints_nothing_and_exits_0(tmp_path: Path) -> None:
-    # The real process, as a harness runs it: results off (the default) or on.
+    # The real process, as a harness runs it: results off or on (the default).
     pre, post = poll_events("claude-code")
     env = hook_env(tmp_path)
-    for config in ({}, {"resultProgress": True}):
+    for config in ({"resultProgress": False}, {}):
         path = tmp_path / "config.json"
         path.write_text(json.dumps(config))
         for event in (pre, post, post):  # a second result for one call changes nothing
@@ -242,18 +245,20 @@ def test_install_adds_the_post_tool_hook_only_with_results(name: str, tmp_path: 
     assert doctor.returncode == 0 and "observes no results" in doctor.stdout, doctor.stdout
     assert cli("install", "--config", str(config)).returncode == 0
     assert ours() == set(harness.SETTINGS_EVENTS)
-    config.write_text(json.dumps({"resultProgress": True}))
-    assert cli("install", "--config", str(config)).returncode == 0
+    config.write_text("{}")  # the defaults observe results: the post-tool hook goes in
+    done = cli("install", "--config", str(config))
+    assert done.returncode == 0 and "results: " in done.stdout, done.stderr
+    assert ours() == set(harness.SETTINGS_EVENTS) | post
     removed = cli("uninstall")
     assert removed.returncode == 0 and "removed from" in removed.stdout
     assert not settings.exists() or ours() == set()
 
 
-def test_http_install_posts_the_results_too(tmp_path: Path) -> None:
+def test_http_install_posts_the_results_by_default(tmp_path: Path) -> None:
     env = hook_env(tmp_path, DSH_CIRCUIT_BREAKER_TOKEN="test-token-0123456789abcdef")
     settings = tmp_path / "settings.json"
     config = tmp_path / "breaker.json"
-    config.write_text(json.dumps({"resultProgress": True}))
+    config.write_text("{}")  # the defaults observe results
     done = subprocess.run(
         [
             *CLI,

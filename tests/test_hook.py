@@ -127,6 +127,34 @@ def test_garbage_allows_with_one_stderr_line(tmp_path: Path, payload: bytes) -> 
     assert done.stderr.startswith("dsh-circuit-breaker: hook: ")
 
 
+# What Claude Code runs though our strict parser refuses it (JSON.parse has no depth
+# limit and reads an integer of any length; bad UTF-8 becomes U+FFFD), in tool_input.
+UNREADABLE = {
+    "nested 1,200 deep": b'{"a":' * 1200 + b"1" + b"}" * 1200,
+    "an integer of 4,301 digits": b"9" * 4301,
+    "a byte that is not UTF-8": b'"caf\xe9"',
+}
+
+
+@pytest.mark.parametrize("beside", sorted(UNREADABLE))
+def test_an_event_our_parser_refuses_is_judged_as_the_harness_reads_it(
+    tmp_path: Path, beside: str
+) -> None:
+    plain = json.dumps(pre_tool_use("Bash", {"command": "echo x", "more": 0})).encode()
+    odd = plain.replace(b'"more": 0', b'"more": ' + UNREADABLE[beside])
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "odd").mkdir()
+    plain_runs = [run_hook(plain, hook_env(tmp_path / "plain")) for _ in range(8)]
+    odd_runs = [run_hook(odd, hook_env(tmp_path / "odd")) for _ in range(8)]
+    allowed = [done.stdout == "" for done in plain_runs]
+    assert False in allowed
+    assert [done.stdout == "" for done in odd_runs] == allowed
+    for done in odd_runs:
+        assert done.returncode == 0
+        assert done.stderr.count("\n") == 1 and "judged as read" in done.stderr, done.stderr
+        assert done.stderr.startswith("dsh-circuit-breaker: hook: ")
+
+
 def test_huge_event_allows_with_one_stderr_line(tmp_path: Path) -> None:
     big = pre_tool_use("Write", {"file_path": "/tmp/x", "content": "x" * (17 * 1024 * 1024)})
     done = run_hook(big, hook_env(tmp_path))

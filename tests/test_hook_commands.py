@@ -86,13 +86,21 @@ def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(
 
     removed = cli(env, "uninstall", target)
     assert removed.returncode == 0 and "removed from" in removed.stdout
-    assert settings_of(path) == before
-    # Changes later that day keep the one backup of the file as it was before the first.
+    # The user's own bytes (one line), not equal JSON re-indented; its backup named.
+    assert path.read_text() == json.dumps(before)
+    made = removed.stdout.split("(backup: ", 1)[1].split(")", 1)[0]
+    assert json.loads(Path(made).read_text()) == after
+    # Every change is backed up (was one backup a day: the later ones unsaved).
     for _ in range(3):
-        assert cli(env, "install", target).returncode == 0
-        assert cli(env, "uninstall", target).returncode == 0
+        assert "(backup: " in cli(env, "install", target).stdout
+        assert "(backup: " in cli(env, "uninstall", target).stdout
+    assert path.read_text() == json.dumps(before)
     backups = list(path.parent.glob(path.name + ".bak-*"))
-    assert [json.loads(b.read_text()) for b in backups] == [before]  # was one per install
+    assert len(backups) == 8  # 4 installs and 4 uninstalls
+    assert (
+        sorted(json.dumps(json.loads(b.read_text())) for b in backups).count(json.dumps(before))
+        == 4
+    )
     again = cli(env, "uninstall", target)
     assert "not installed" in again.stdout
 
@@ -120,8 +128,9 @@ def test_project_and_local_scopes_and_reinstall_with_options(tmp_path: Path) -> 
         state,
     )
     found = hs.our_commands(settings_of(local))
-    assert {e: len(c) for e, c in found.items()} == {"PreToolUse": 1, "UserPromptSubmit": 1}
-    assert found["PreToolUse"][0].endswith(f"hook --state {state}")
+    events = ("PreToolUse", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure")
+    assert {e: len(c) for e, c in found.items()} == dict.fromkeys(events, 1)  # results: default
+    assert all(found[e][0].endswith(f"hook --state {state}") for e in events)
 
 
 def test_invalid_settings_are_never_overwritten(tmp_path: Path) -> None:
@@ -221,17 +230,21 @@ def test_doctor_says_exactly_what_is_wrong(tmp_path: Path) -> None:
 
 def test_status_shows_counts_and_trips(tmp_path: Path) -> None:
     env = hook_env(tmp_path)
-    for _ in range(7):
+    for _ in range(6):  # the 6th refused
         run_hook(pre_tool_use("Bash", {"command": "ls"}, session="looper"), env)
     run_hook(pre_tool_use("Bash", {"command": "ls"}, session="calm"), env)
     rows = [json.loads(line) for line in cli(env, "status", "--json").stdout.splitlines()]
     by_agent = {r["agent"]: r for r in rows}
-    assert by_agent["looper"]["calls"] == 6
-    assert by_agent["looper"]["topRepeat"] == 6
+    assert by_agent["looper"]["calls"] == 5
+    assert by_agent["looper"]["topRepeat"] == 5
     assert by_agent["looper"]["tripped"] == ["duplicate"]
     assert by_agent["calm"]["tripped"] == [] and by_agent["calm"]["calls"] == 1
     table = cli(env, "status").stdout
-    assert "looper" in table and "duplicate" in table and "6/300" in table
+    assert "looper" in table and "duplicate" in table and "5/300" in table
+    # The refused repeat names its tool (was `5/6` alone), from the incident log.
+    assert by_agent["looper"]["topRepeatTool"] == "Bash"
+    assert by_agent["calm"]["topRepeatTool"] is None
+    assert "5/6 Bash" in table
     assert by_agent["looper"]["denialsInARow"] == 1 and by_agent["looper"]["budgets"] == {}
 
 
@@ -240,7 +253,7 @@ def test_status_shows_a_stopped_agent_and_a_spent_budget(tmp_path: Path) -> None
     config = tmp_path / "breaker.json"
     config.write_text(json.dumps({"toolLimits": {"Web*": 2}}))
     env["DSH_CIRCUIT_BREAKER_CONFIG"] = str(config)
-    for _ in range(9):  # 6 run, then the third refusal in a row is a stop
+    for _ in range(8):  # 5 run, then the third refusal in a row is a stop
         run_hook(pre_tool_use("Bash", {"command": "ls"}, session="looper"), env)
     for query in ("a", "b"):
         run_hook(pre_tool_use("WebSearch", {"query": query}, session="searcher"), env)
@@ -258,7 +271,7 @@ def test_incidents_readable_and_follow(tmp_path: Path) -> None:
     env = hook_env(tmp_path)
     empty = cli(env, "incidents")
     assert "no incidents yet" in empty.stdout
-    for _ in range(7):
+    for _ in range(6):  # the 6th refused: copies 6, limit 6
         run_hook(pre_tool_use(session="tripped-session"), env)
     lines = cli(env, "incidents").stdout.splitlines()
     assert len(lines) == 1

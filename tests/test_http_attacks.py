@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -258,6 +259,52 @@ def test_framing_that_could_hide_a_second_request(service: Service) -> None:
     assert answer.startswith(b"HTTP/1.1 431 ") and b"nosniff" in answer
 
 
+def test_a_head_with_bare_lf_line_ends_gets_400_at_once(service: Service) -> None:
+    """A head whose lines end in LF alone would otherwise wait for a CRLF CRLF that never
+    comes, till the 10 s deadline."""
+    auth = f"Host: 127.0.0.1:{service.port}\nAuthorization: Bearer {TOKEN}\n"
+    for data in (
+        f"GET /healthz HTTP/1.1\n{auth}\n".encode(),
+        f"GET /healthz HTTP/1.1\r\n{auth}\r\n".encode(),  # CRLF first, then bare LFs
+    ):
+        began = time.monotonic()
+        with socket.create_connection(("127.0.0.1", service.port), timeout=30) as client:
+            client.sendall(data)  # and the connection stays open: no EOF to end the wait
+            answer = client.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+        assert time.monotonic() - began < 5.0
+
+
+def test_under_a_1024_descriptor_limit_tokenless_connections_never_keep_the_hook_out(
+    env: dict[str, str],
+) -> None:
+    """systemd's default limit (soft and hard 1,024, so it cannot be raised): a local
+    process holding 1,100 tokenless connections; each hook call is still answered at once."""
+    require(shutil.which("prlimit") is not None, "prlimit (util-linux)")
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1300:  # this test's own end of the 1,100 connections
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+    cli = ["prlimit", "--nofile=1024:1024", *CLI]
+    held: list[socket.socket] = []
+    with Service(env, cli=cli) as limited:
+        try:
+            for _ in range(1100):
+                held.append(socket.create_connection(("127.0.0.1", limited.port), timeout=30))
+            time.sleep(1.0)  # the service has accepted (and closed) what it will
+            for n in range(3):
+                began = time.monotonic()
+                call = pre_tool_use("Bash", {"command": f"echo {n}"})
+                status, _, _ = limited.request("POST", "/hook/claude-code", call)
+                assert status == 200
+                assert time.monotonic() - began < 3.0
+        finally:
+            for connection in held:
+                connection.close()
+        assert "1024 file descriptors allowed" in limited.stderr()
+
+
 def self_signed(tmp_path: Path) -> tuple[Path, Path]:
     """A certificate for 127.0.0.1 and its key (0600)."""
     require(subprocess.run(["which", "openssl"], capture_output=True).returncode == 0, "openssl")
@@ -325,9 +372,9 @@ def test_a_template_that_cannot_render_every_count_fails_at_load(env: dict[str, 
 
 def test_a_session_named_like_a_subagent_is_its_own_agent(service: Service) -> None:
     same = {"command": "same"}
-    session = [pre_tool_use(session="a/b", tool_input=same) for _ in range(6)]
-    subagent = [pre_tool_use(session="a", agent_id="b", tool_input=same) for _ in range(6)]
-    assert [service.hook(e) for e in session + subagent] == [b""] * 12  # 6 each, not 6 in all
+    session = [pre_tool_use(session="a/b", tool_input=same) for _ in range(5)]
+    subagent = [pre_tool_use(session="a", agent_id="b", tool_input=same) for _ in range(5)]
+    assert [service.hook(e) for e in session + subagent] == [b""] * 10  # 5 each: none a 6th
     agents = sorted(a["agent"] for a in service.json("/api/agents")["agents"])
     assert agents == ["a%2Fb", "a/b"]
 

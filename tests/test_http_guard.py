@@ -70,7 +70,7 @@ def test_answers_are_what_the_command_hook_prints(tmp_path: Path, name: str) -> 
 
 
 def test_metrics_parse_and_count_the_decisions(service: Service) -> None:
-    for _ in range(10):  # 6 run, 4 denied, the last 2 of them stops (stopAfterDenials 3)
+    for _ in range(10):  # 5 run, 5 denied, the last 3 of them stops (stopAfterDenials 3)
         service.hook(pre_tool_use(session="m1", tool_input={"command": "echo same"}))
     service.hook(pre_tool_use(session="m2", tool_input={"command": "echo other"}))
     service.hook(pre_tool_use(session="m2", tool="TodoWrite", tool_input={"todos": []}))
@@ -86,12 +86,12 @@ def test_metrics_parse_and_count_the_decisions(service: Service) -> None:
         if name == "dsh_circuit_breaker_decisions_total"
     }
     assert decisions == {
-        (("harness", "claude-code"), ("kind", "allow")): 7,
-        (("harness", "claude-code"), ("kind", "duplicate")): 4,
+        (("harness", "claude-code"), ("kind", "allow")): 6,
+        (("harness", "claude-code"), ("kind", "duplicate")): 5,
         (("harness", "codex"), ("kind", "allow")): 1,
     }
-    assert samples[("dsh_circuit_breaker_denials_total", (("harness", "claude-code"),))] == 4
-    assert samples[("dsh_circuit_breaker_stops_total", (("harness", "claude-code"),))] == 2
+    assert samples[("dsh_circuit_breaker_denials_total", (("harness", "claude-code"),))] == 5
+    assert samples[("dsh_circuit_breaker_stops_total", (("harness", "claude-code"),))] == 3
     assert samples[("dsh_circuit_breaker_prompts_total", (("harness", "claude-code"),))] == 1
     malformed = ("dsh_circuit_breaker_malformed_events_total", (("harness", "claude-code"),))
     assert samples[malformed] == 1
@@ -109,23 +109,23 @@ def test_store_is_shared_with_command_hooks_and_restarts(
 ) -> None:
     event = pre_tool_use(session="shared", tool_input={"command": "make"})
     with Service(env) as service:
-        assert [service.hook(event) for _ in range(3)] == [b""] * 3
+        assert [service.hook(event) for _ in range(2)] == [b""] * 2
     for _ in range(2):  # command hooks in between, on the same default SQLite file
         assert run_hook(event, env).stdout == ""
     with Service(env) as restarted:
-        assert restarted.hook(event) == b""  # the sixth
-        denied = json.loads(restarted.hook(event))
+        assert restarted.hook(event) == b""  # the fifth
+        denied = json.loads(restarted.hook(event))  # the sixth, refused
         reason = denied["hookSpecificOutput"]["permissionDecisionReason"]
-        assert "(runs: 6, limit: 6)" in reason
+        assert "(copies: 6, limit: 6)" in reason
         (agent,) = restarted.json("/api/agents")["agents"]
-        assert (agent["agent"], agent["calls"], agent["status"]) == ("shared", 6, "denied")
+        assert (agent["agent"], agent["calls"], agent["status"]) == ("shared", 5, "denied")
     assert "permissionDecision" in run_hook(event, env).stdout  # and the hook sees it too
 
 
 def test_a_stopped_agent_through_the_api(service: Service) -> None:
     event = pre_tool_use(session="stuck", tool_input={"command": "loop"})
-    answers = [service.hook(event) for _ in range(9)]
-    assert answers[:6] == [b""] * 6 and all(answers[6:])
+    answers = [service.hook(event) for _ in range(8)]  # the 6th refused, the 8th a stop
+    assert answers[:5] == [b""] * 5 and all(answers[5:])
     (agent,) = service.json("/api/agents")["agents"]
     assert (agent["status"], agent["denialsInARow"], agent["tripped"]) == (
         "stopped",
@@ -133,21 +133,21 @@ def test_a_stopped_agent_through_the_api(service: Service) -> None:
         ["duplicate", "stop"],
     )
     timeline = service.json("/api/agents/stuck")["timeline"]
-    assert [e["stop"] for e in timeline] == [False] * 8 + [True]
+    assert [e["stop"] for e in timeline] == [False] * 7 + [True]
     kinds = [i["kind"] for i in service.json("/api/incidents")["incidents"]]
     assert kinds == ["duplicate", "stop"]
 
 
 def test_reset_and_incidents_through_the_api(service: Service) -> None:
     event = pre_tool_use(session="sess", agent_id="sub-1", tool_input={"command": "loop"})
-    for _ in range(7):
+    for _ in range(6):
         service.hook(event)
     agents = service.json("/api/agents")["agents"]
     assert [(a["session"], a["subagent"], a["harness"], a["denials"]) for a in agents] == [
         ("sess", "sub-1", "claude-code", 1)
     ]
     detail = service.json("/api/agents/sess%2Fsub-1")
-    assert [e["allowed"] for e in detail["timeline"]] == [True] * 6 + [False]
+    assert [e["allowed"] for e in detail["timeline"]] == [True] * 5 + [False]
     first = service.json("/api/incidents")
     (incident,) = first["incidents"]
     assert (incident["kind"], incident["agent"], incident["count"]) == (
@@ -157,7 +157,7 @@ def test_reset_and_incidents_through_the_api(service: Service) -> None:
     )
     assert service.json(f"/api/incidents?after={first['offset']}")["incidents"] == []
     status, body, _ = service.request("POST", "/api/agents/sess%2Fsub-1/reset")
-    assert status == 200 and json.loads(body)["before"]["calls"] == 6
+    assert status == 200 and json.loads(body)["before"]["calls"] == 5
     assert service.hook(event) == b""  # afresh
     status, body, _ = service.request("POST", "/api/agents/nobody/reset")
     assert status == 404
@@ -289,8 +289,8 @@ def test_32_concurrent_clients_and_a_slow_one(service: Service) -> None:
         thread.join(120)
     assert errors == []
     for n in range(32):
-        assert answers[n][:10] == [True] * 6 + [False] * 4  # exact per agent
-    assert sum(sum(a[10:]) for a in answers.values()) == 6  # exactly 6 of 320 shared calls
+        assert answers[n][:10] == [True] * 5 + [False] * 5  # exact per agent
+    assert sum(sum(a[10:]) for a in answers.values()) == 5  # exactly 5 of 320 shared calls
     trickler.join(30)
     assert slow_done and slow_done[0] < 15  # cut off after HEAD_SECONDS, not served
     slow.close()
@@ -456,7 +456,7 @@ def test_serve_stdio_still_answers(env: dict[str, str]) -> None:
 
 def test_two_guards_on_one_redis_are_one_breaker(tmp_path: Path) -> None:
     """A fleet: two guard processes (as on two machines) and a command hook on one Redis
-    store; 2 x 16 clients making the same call for one agent run it exactly 6 times."""
+    store; 2 x 16 clients making the same call for one agent run it exactly 5 times."""
     from conftest import STORE_URLS
 
     url = STORE_URLS["redis"](tmp_path)
@@ -478,10 +478,10 @@ def test_two_guards_on_one_redis_are_one_breaker(tmp_path: Path) -> None:
             thread.start()
         for thread in threads:
             thread.join(120)
-        assert len(allowed) == 160 and sum(allowed) == 5  # six in all, with the hook's
+        assert len(allowed) == 160 and sum(allowed) == 4  # five in all, with the hook's
         (agent,) = one.json("/api/agents")["agents"]
-        assert agent["calls"] == 6 and agent["status"] == "stopped"  # refused 154 in a row
-        assert two.json("/api/agents")["agents"][0]["calls"] == 6
+        assert agent["calls"] == 5 and agent["status"] == "stopped"  # refused 156 in a row
+        assert two.json("/api/agents")["agents"][0]["calls"] == 5
 
 
 @pytest.mark.parametrize("edit", ["half-written", "invalid", "deleted", "valid"])
@@ -502,8 +502,8 @@ def test_the_config_is_read_once_at_start(env: dict[str, str], tmp_path: Path, e
             text = {"half-written": '{"duplicateLim', "invalid": '{"duplicateLimit": 1}'}
             config.write_text(text.get(edit, '{"duplicateLimit": 6}'))
         assert b"NOT run" in service.hook(call)  # the 3rd copy, refused at the start's limit
-        for name in NAMES:  # every harness answers (no 500), at the start's limit of 2:
+        for name in NAMES:  # every harness answers (no 500), at the start's limit of 3:
             refused = sum(bool(service.hook(event, name)) for event in probe(name))
-            assert refused >= 7, (name, refused)  # of ~10 copies (4 at the default of 6)
+            assert refused >= 7, (name, refused)  # of ~10 copies (5 at the default of 6)
         other = pre_tool_use(session="edited-2", tool_input={"command": "echo y"})
         assert [bool(service.hook(other)) for _ in range(3)] == [False, False, True]

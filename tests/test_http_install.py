@@ -127,3 +127,7 @@ def test_doctor_checks_that_the_guard_answers(tmp_path: Path) -> None:
     assert down.returncode == 1
     assert "PROBLEM  the guard does not answer at" in down.stdout
     assert "refuses every prompt and tool call until it does" in down.stdout
+    # How to start it, at the address the hooks ask (was `serve --http ADDRESS`).
+    assert f"start it: `dsh-circuit-breaker serve --http {address}` (a new session's" in (
+        down.stdout
+    )

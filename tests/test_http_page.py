@@ -8,8 +8,11 @@ them (loud for a stopped agent); an incident links to its agent; the page collap
 timeline's runs, says the next step, has no overlapping boxes and no wrapped ids at 800 px,
 and its reset button (after a confirmation) resets the agent in the store; with the guard
 gone it says "guard not reachable" and how to start it; without the token the page is HTML
-that says how to get it. Screenshots at 1400 and 800 px wide are written next to the
-test's output.
+that says how to get it. Each agent is named by its project and harness, a refused or
+stopped one has a what-to-do row (how to interrupt it, its transcript, a reset), a long
+repeated call stays on one line, and the page fits 1280 px without a horizontal scrollbar.
+Screenshots at 1280 and 800 px wide are kept in the test's temporary directory (pytest's
+`--basetemp`, never the repository), and their paths printed.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def browser() -> None:
 def test_the_page_shows_an_agent_its_denial_and_resets_it(
     browser: None, installed: Installed, tmp_path: Path
 ) -> None:
-    screenshot = tmp_path / "live-page-1400.png"
+    screenshot = tmp_path / "live-page-1280.png"
     narrow = tmp_path / "live-page-800.png"
     with Service(installed.env, cli=[str(installed.cli)]) as service:
         done = subprocess.run(
@@ -57,21 +60,46 @@ def test_the_page_shows_an_agent_its_denial_and_resets_it(
     assert seen["status"] == 200 and seen["title"] == "dsh-circuit-breaker: live"
     assert seen["first"] == {"status": 200, "body": ""}
     assert seen["afterFirst"] == "ok"
-    denied = "Circuit breaker: NOT run, a repeat (runs: 6, limit: 6): this Bash call"
+    denied = "Circuit breaker: NOT run, a repeat (copies: 6, limit: 6): this Bash call"
     assert denied in seen["denied"]["body"]
     assert seen["denialShownMs"] < 1000, seen  # polled every 500 ms
-    assert seen["denialCells"] == ["6/300", "6/6", "1"]  # calls, top repeat, denials
+    assert seen["denialCells"] == ["5/300", "5/6", "1"]  # calls, top repeat, denials
     # Listed first though the quiet agent called later; what it repeated, in the guard's
     # memory only (the store has digests), and a banner counting it.
     assert seen["order"] == ["stuck-session-3", "browser-session-1", "quiet-session-2"]
-    assert seen["firstRepeat"] == "echo loop x6 ran, x1 refused"
+    assert seen["firstRepeat"] == "echo loop x5 ran, x1 refused"
     assert re.fullmatch(r"\d+ s ago", seen["lastCall"]), seen["lastCall"]
     assert seen["bannerShown"] and seen["banner"] == "2 agents need attention"
     assert seen["bannerClass"] == "loud"  # a stopped agent among them
     assert seen["incidentOpens"] == "browser-session-1"
     assert sorted(seen["idLines"]) == [[a, 1] for a in sorted(seen["order"])], seen["idLines"]
-    assert seen["timelineCells"] == ["x6", ""]  # six alike in one cell, then the denial
+    assert seen["timelineCells"] == ["x5", ""]  # five alike in one cell, then the denial
+    # Each cell names the call, not only its tool.
+    assert seen["timelineTitles"] == [
+        "Bash: echo loop (ran) (5 times in a row)",
+        "Bash: echo loop (denied: duplicate)",
+    ]
     assert seen["next"].startswith("denied: its last call, or its next repeat, is refused")
+    # Named by its project and harness; the whole working directory on hover.
+    assert seen["who"] == "payments-apiclaude-code"  # two spans, side by side
+    assert seen["whoTitle"] == "/home/me/src/payments-api (claude-code)"
+    # A refused or stopped agent has its next step in a row of its own: why, how to
+    # interrupt it, its transcript, a reset; a healthy one has none.
+    stuck = "/home/me/.claude/projects/a-project-with-a-rather-long-name-for-its-column/"
+    assert seen["todo"].startswith("What to do: refused stopAfterDenials times in a row")
+    assert f"Its transcript: {stuck}stuck-session-3.jsonl." in seen["todo"]
+    assert "reset here to let it run again" in seen["todo"] and seen["todoButtons"] == 1
+    assert "If it keeps on, press Esc in its Claude Code session." in seen["todoDenied"]
+    assert "payments-api/browser-session-1.jsonl" in seen["todoDenied"]
+    assert seen["quietTodo"] == 0
+    # The long repeated call: one line, cut with an ellipsis, the whole preview on hover.
+    long = seen["longCall"]
+    assert long["lines"] == 1 and long["cut"], long
+    assert long["title"].startswith("echo stuck && ./scripts/poll-the-deployment"), long
+    # 1280 px: no horizontal scrollbar, nothing overlapping; 800 px: nothing overlapping.
+    assert seen["wide"]["page"] <= 1280, seen["wide"]
+    assert seen["wide"]["table"] <= seen["wide"]["room"], seen["wide"]
+    assert seen["wideOverlaps"] == [], seen["wideOverlaps"]
     assert seen["narrowOverlaps"] == [] and seen["narrowWidth"] <= 800, seen
     assert seen["confirm"].startswith("Reset browser-session-1? Its state is forgotten")
     assert seen["noToken"]["status"] == 401
@@ -85,7 +113,7 @@ def test_the_page_shows_an_agent_its_denial_and_resets_it(
     assert sorted((a["agent"], a["calls"]) for a in agents) == [
         ("browser-session-1", 1),
         ("quiet-session-2", 1),
-        ("stuck-session-3", 6),
+        ("stuck-session-3", 5),
     ]
     assert seen["error"] == ""
     assert seen["unreachable"].startswith("guard not reachable at http://127.0.0.1:")

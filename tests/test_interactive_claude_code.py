@@ -3,9 +3,9 @@
 `install claude-code` wrote in the user's settings, a scripted model on 127.0.0.1 that
 asks for the same Bash command for ever.
 
-What a person sees: 6 calls run; the 7th and 8th are refused, and at the 9th "PreToolUse:Bash
+What a person sees: 5 calls run; the 6th and 7th are refused, and at the 8th "PreToolUse:Bash
 hook stopped Claude" and the whole stop text; once the turn ends Claude Code folds it into
-"Ran 6 shell commands, did not run 3 other calls" and "3 actions not run · permission
+"Ran 5 shell commands, did not run 3 other calls" and "3 actions not run · permission
 denied". The session returns to its prompt (it does
 not exit), no further model request is made, and a second typed prompt starts afresh.
 The screens are kept in .test-output/screens/.
@@ -105,10 +105,10 @@ def test_claude_code_interactive_refusals_then_the_stop(installed: Installed) ->
             screen = ui.wait_for(r"hook stopped Claude", "the-breaker-stops", 300)
             flat = " ".join(screen.split())
             # Claude Code folds the turn into one line per kind once it ends.
-            assert "Ran 6 shell commands, did not run 3 other calls" in flat
+            assert "Ran 5 shell commands, did not run 3 other calls" in flat
             assert "3 actions not run · permission denied" in flat
             assert "hook stopped Claude Circuit breaker: this agent is being stopped" in flat
-            assert lines(side) == 6
+            assert lines(side) == 5
             asked = len(model.requests)
             time.sleep(5)
             assert len(model.requests) == asked, "a model request after the stop"
@@ -116,5 +116,5 @@ def test_claude_code_interactive_refusals_then_the_stop(installed: Installed) ->
             ui.keep("back-at-the-prompt")
             ui.type(SECOND)
             ui.wait_for(r"Hello: it ran\.", "a-second-prompt-starts-afresh", 240)
-            assert lines(side) == 7  # the same call ran again: the typed prompt reset it
+            assert lines(side) == 6  # the same call ran again: the typed prompt reset it
     assert model.errors == []

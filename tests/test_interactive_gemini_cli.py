@@ -4,8 +4,8 @@ against a scripted model on 127.0.0.1 that calls the same shell command for ever
 
 What a person sees: Gemini CLI's own loop detection stops the turn at the 5th identical
 call with its dialog; choosing "Disable loop detection for this session" retries the
-request, and the breaker, which has counted the 4 that ran, lets 2 more run, refuses the
-next ones and stops the agent at the 9th (the third refusal in a row): 6 in all (a967c7a
+request, and the breaker, which has counted the 4 that ran, lets 1 more run, refuses the
+next ones and stops the agent at the 8th (the third refusal in a row): 5 in all (a967c7a
 reset the count at the retry: 10). The session returns to its prompt; no further model
 request is made; a second typed prompt starts afresh. The screens are kept in
 .test-output/screens/.
@@ -107,7 +107,7 @@ def test_gemini_cli_interactive_loop_dialog_then_the_breaker(installed: Installe
             ui.choose("Disable loop detection for this session", "Down", "disable-its-guard")
             screen = ui.wait_for(r"Agent execution stopped by hook", "the-breaker-stops", 240)
             assert STOPPED in " ".join(screen.split())
-            assert lines(side) == 6  # 4 before the dialog, 2 after: the retry kept the count
+            assert lines(side) == 5  # 4 before the dialog, 1 after: the retry kept the count
             asked = len(model.requests)
             time.sleep(5)
             assert len(model.requests) == asked, "a model request after the stop"
@@ -115,5 +115,5 @@ def test_gemini_cli_interactive_loop_dialog_then_the_breaker(installed: Installe
             assert ui.alive()
             ui.type(SECOND)
             ui.wait_for(r"Hello: it ran\.", "a-second-prompt-starts-afresh", 240)
-            assert lines(side) == 7  # the same call ran again: the typed prompt reset it
+            assert lines(side) == 6  # the same call ran again: the typed prompt reset it
     assert model.errors == []

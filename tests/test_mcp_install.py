@@ -157,7 +157,7 @@ def test_a_project_file_and_any_file(home: Path, tmp_path: Path) -> None:
         "memory://",
         "--",
     ]
-    assert cli("install", "mcp", "windsurf", "--project", str(project)) == 1  # it has none
+    assert cli("install", "mcp", "windsurf", "--project", str(project)) == 2  # it has none
 
 
 @pytest.mark.parametrize(
@@ -185,22 +185,22 @@ def test_refused_before_writing(
 
 
 @pytest.mark.parametrize(
-    ("content", "says"),
+    ("content", "says", "code"),
     [
-        ("{not json", "is not valid JSON"),
-        ('{"other": 1}', "no `mcpServers` object"),
-        (None, "does not exist"),
+        ("{not json", "is not valid JSON", 1),  # a file it will not change: a failed check
+        ('{"other": 1}', "no `mcpServers` object", 1),
+        (None, "does not exist", 2),  # a file it cannot read: bad input (README)
     ],
 )
 def test_a_file_it_must_not_change(
-    content: str | None, says: str, home: Path, capsys: pytest.CaptureFixture[str]
+    content: str | None, says: str, code: int, home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = home / USER_FILES["cursor"]
     if content is not None:
         path.parent.mkdir(parents=True)
         path.write_text(content)
     for action in ("install", "uninstall"):
-        assert cli(action, "mcp", "cursor") == 1
+        assert cli(action, "mcp", "cursor") == code
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert says in line
     assert (path.read_text() if content is not None else None) == content

@@ -27,9 +27,12 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def results_config(tmp_path: Path, on: bool = True) -> str:
-    """A config file with results observed (as by default), or not: judged by calls alone."""
+    """A config file with results observed (as by default), or not: judged by calls alone.
+    Its incident log is the test's own: the default one is the person's."""
     path = tmp_path / "breaker.toml"
-    path.write_text(f"resultProgress = {str(on).lower()}\n", encoding="utf-8")
+    text = f'incidentLog = "{tmp_path / "incidents.jsonl"}"\n'
+    text += f"resultProgress = {str(on).lower()}\n"
+    path.write_text(text, encoding="utf-8")
     return str(path)
 
 
@@ -162,6 +165,7 @@ def test_only_the_answer_to_an_allowed_call_counts(tmp_path: Path) -> None:
     session.from_server(answer(4, "moved"))  # a second answer to the 5th: nothing
     assert session.from_client(call(6)) is not None
     assert not session.connection.awaited
+    assert '"kind":"duplicate"' in (tmp_path / "incidents.jsonl").read_text(encoding="utf-8")
     assert Config().observes_results is True  # by default answers are awaited
     assert Config(result_progress=False).observes_results is False
     guard.close()

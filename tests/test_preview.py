@@ -39,9 +39,9 @@ def test_a_preview_is_cut_to_its_length() -> None:
 
 def test_a_repeat_counts_runs_of_one_call() -> None:
     repeat = Repeat()
-    for allowed in [True] * 6 + [False] * 4:
+    for allowed in [True] * 5 + [False] * 5:  # the probe: five run, the sixth on refused
         repeat.saw("Bash", "echo cbprobe4", allowed)
-    assert repeat.to_json() == {"tool": "Bash", "preview": "echo cbprobe4", "ran": 6, "refused": 4}
+    assert repeat.to_json() == {"tool": "Bash", "preview": "echo cbprobe4", "ran": 5, "refused": 5}
     repeat.saw("Bash", "ls", True)  # another call starts the count again
     assert (repeat.ran, repeat.refused) == (1, 0)
 

@@ -67,7 +67,7 @@ def test_two_guard_processes_share_agents_through_redis() -> None:
     try:
         replies = [g.check("session-1", "npm test") for g in (one, two, one, two)]
         assert [r["allowed"] for r in replies] == [True, True, True, False]
-        assert (replies[-1]["kind"], replies[-1]["count"]) == ("duplicate", 3)
+        assert (replies[-1]["kind"], replies[-1]["count"]) == ("duplicate", 4)  # counts itself
         # The cap counts the calls made through both processes.
         for i in range(5):
             assert (one if i % 2 else two).check("session-1", f"step {i}")["allowed"]
@@ -91,15 +91,15 @@ def test_guard_process_with_unreachable_redis_allows_and_warns() -> None:
 
 def test_hook_processes_share_state_through_redis(tmp_path: Path) -> None:
     """Each PreToolUse is a new hook process (Claude Code, Codex): with --state redis://
-    a loop is stopped on its 7th identical call, and a subagent is its own agent."""
+    a loop is refused its 6th identical call, and a subagent is its own agent."""
     url = fresh_url()
     env = hook_env(tmp_path)
     call = pre_tool_use("Bash", {"command": "pytest -q", "description": "run tests"})
-    outs = [run_hook(call, env, "--state", url) for _ in range(7)]
+    outs = [run_hook(call, env, "--state", url) for _ in range(6)]
     assert all(out.returncode == 0 for out in outs)
-    assert [denial(out.stdout) is None for out in outs] == [True] * 6 + [False]
+    assert [denial(out.stdout) is None for out in outs] == [True] * 5 + [False]
     reason = denial(outs[-1].stdout)
-    assert reason is not None and "NOT run" in reason and "(runs: 6, limit: 6)" in reason
+    assert reason is not None and "NOT run" in reason and "(copies: 6, limit: 6)" in reason
     # The state is in Redis, keyed by the session id (not in the default SQLite file).
     keys = {agent for agent, _ in store_from_url(url).agents()}
     assert keys == {"sess-1"}
@@ -126,3 +126,18 @@ def test_hook_with_unreachable_redis_allows_with_one_line(tmp_path: Path) -> Non
     out = run_hook(pre_tool_use(), hook_env(tmp_path), "--state", "redis://127.0.0.1:1/0")
     assert (out.returncode, out.stdout) == (0, "")
     assert "state store unavailable" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_an_integration_reset_with_redis_down_says_one_line(caplog: Any) -> None:
+    """A framework's reset (a new run of an agent) with the store down: one warning, no
+    traceback in the host's log."""
+    from dsh_circuit_breaker import CircuitBreaker, Config
+    from dsh_circuit_breaker.integrations._common import safe_reset
+
+    breaker = CircuitBreaker(Config(store_timeout=1.0), state="redis://127.0.0.1:1/0")
+    with caplog.at_level("WARNING", logger="dsh_circuit_breaker"):
+        safe_reset(breaker, "agent-1")
+    (record,) = caplog.records
+    assert "could not reset agent state: state store unavailable" in record.getMessage()
+    assert not record.exc_info
+    breaker.close()

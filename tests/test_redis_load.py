@@ -17,7 +17,7 @@ from support.redis_server import fresh_url, redis_available
 
 PROCESSES = 32
 AGENTS = [f"agent-{i}" for i in range(8)]
-DUPLICATE_ROUNDS = 3  # 32 x 3 identical calls per agent: the rules allow exactly 6
+DUPLICATE_ROUNDS = 3  # 32 x 3 identical calls per agent: the rules allow exactly 5
 DISTINCT_ROUNDS = 5  # 32 x 5 distinct calls per agent: allowed until the cap
 CAP = 100
 
@@ -76,8 +76,8 @@ def test_32_processes_8_agents_exact_totals(tmp_path: Path) -> None:
     for agent in AGENTS:
         duplicates = sum(allowed[agent][0] for _, allowed, _ in collected)
         distinct = sum(allowed[agent][1] for _, allowed, _ in collected)
-        assert duplicates == 6, agent  # duplicateLimit: 7 identical calls may run
-        assert distinct == CAP - 6, agent  # the cap counts every allowed call
+        assert duplicates == 5, agent  # duplicateLimit 6: the 6th identical call is refused
+        assert distinct == CAP - 5, agent  # the cap counts every allowed call
 
     breaker = CircuitBreaker(_config(str(log)), state=url)
     states = dict(breaker.store.agents())

@@ -236,12 +236,12 @@ def test_calibrate_table(capsys: pytest.CaptureFixture[str]) -> None:
         "resetOnNewCall=true): it stops 7 of 7 loops, 6 calls in (median), and denies no run "
         "without a loop."
     )
-    # 3 ends all 7 loops (tau2 task 48 at its last call) and stops nothing else: the most
-    # lenient value that does, as the README argues
+    # 3 ends all 7 loops (tau2 task 48 at its last call, its third refusal: an agent that
+    # kept on) and stops nothing else: the most lenient value that does, as the README argues
     assert stop == (
-        "Stop: keep the current config (stopAfterDenials=3): it ends 7 of 7 loops, 8 calls in "
-        "(median), and stops no run outside a loop."
-    )
+        "Stop: keep the current config (stopAfterDenials=3): it ends 7 of 7 loops the agent "
+        "kept on, 8 calls in (median), and stops no run outside a loop."
+    ), stop
 
 
 @needs_corpus
@@ -587,6 +587,7 @@ def test_calibrate_stop_table_and_budget_grid(capsys: pytest.CaptureFixture[str]
         ("3", "transfer_to_human_agents=50"),
     ]
     assert rows[0][1:6] == ["7", "0", "7", "of", "7"]  # 7 runs stopped, none outside a loop
+    assert rows[2][1:6] == ["7", "0", "7", "of", "7"]  # 2 stops the same runs, a call earlier
     assert rows[4][1:6] == rows[0][1:6] and rows[4][11] == "0"  # 50 transfers: no budget refusal
     assert int(rows[3][2]) > 0  # a budget of 3 transfers stops healthy runs too
 

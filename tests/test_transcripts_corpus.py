@@ -142,6 +142,23 @@ def test_calibrate_reports_both_rules_on_the_corpus(capsys: pytest.CaptureFixtur
         ORIGINAL_RULE_MINI_SWE_FALSE_DENIALS
     )
     assert original["loops_stopped"] == 7
+    # The stop grid: every loop is one the agent kept on (task 48's transfer comes back three
+    # times from the first refusal on), no N stops a run outside one, and 3 is the most
+    # lenient N that ends all seven.
+    by_stop = {g["config"]["stopAfterDenials"]: g for g in [current, *report["stop_grid"]]}
+    assert all(by_stop[n]["non_loop_runs_stopped"] == 0 for n in range(1, 7))
+    assert {n: by_stop[n]["loops_ended_by_stop"] for n in range(1, 7)} == {
+        1: 7,
+        2: 7,
+        3: 7,
+        4: 6,
+        5: 6,
+        6: 6,
+    }
+    assert all(by_stop[n]["loops_kept_on"] == 7 for n in range(1, 7))
+    assert report["recommendation"][1].startswith(
+        "Stop: keep the current config (stopAfterDenials=3): it ends 6 of 6 loops"
+    )
 
 
 # stopAfterDenials (issues 14, 32): what a stop after N refusals in a row would have saved on
@@ -317,6 +334,8 @@ def test_calibrate_stop_grid_on_the_corpus(capsys: pytest.CaptureFixture[str]) -
         expected = (7, STOP_FIGURES[1][1]) if n == 1 else STOP_FIGURES[n]
         assert (entry["runs_stopped"], entry["stop_calls_saved"]) == expected
         assert entry["non_loop_runs_stopped"] == 0
+        assert entry["loops_kept_on"] == 7  # task 48 included: three refusals in its loop
+        assert entry["loops_ended_by_stop"] == (7 if n <= 3 else 6)
         assert entry["stop_at_max"] == 5 + n
 
 

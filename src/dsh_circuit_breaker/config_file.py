@@ -260,7 +260,9 @@ def _yaml() -> Any:
 
         return yaml
     except ImportError:
-        raise ConfigError("a YAML config file needs PyYAML (pip install pyyaml)") from None
+        raise ConfigError(
+            "a YAML config file needs PyYAML: pip install 'dsh-circuit-breaker[yaml]'"
+        ) from None
 
 
 def check_hook(harness: Any, config_path: str | None, state: str | None) -> Config:

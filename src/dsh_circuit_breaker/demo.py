@@ -1,4 +1,5 @@
-"""`dsh-circuit-breaker demo`: the original plugin's probe, replayed through the breaker."""
+"""`dsh-circuit-breaker demo`: the original plugin's probe, replayed through the breaker
+(in this process; with `--http`, through the HTTP guard as a harness posts it: demo_http)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=PROBE_CALLS,
         help=f"how many probe calls (default: {PROBE_CALLS})",
     )
+    parser.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="start the HTTP guard there (its state in a scratch directory), post the probe "
+        "to it as Claude Code's HTTP hook would, and print the live page's address",
+    )
+    parser.add_argument(
+        "--serve-for",
+        metavar="N",
+        type=int_in(1, MAX_SERVE_SECONDS),
+        help="--http: seconds the page stays up after the probe (default: until Ctrl-C)",
+    )
+
+
+MAX_SERVE_SECONDS = 86400
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.http is not None:
+        from .demo_http import run_http
+
+        return run_http(args.http, probe_calls(args.calls), args.serve_for)
+    if args.serve_for is not None:
+        from .usage import error
+
+        return error("demo: --serve-for is for --http")
     with tempfile.TemporaryDirectory() as tmp:
         log_path = os.path.join(tmp, "incidents.jsonl")
         breaker = CircuitBreaker(Config(incident_log=log_path), export=False)
@@ -42,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         for i, arguments in enumerate(probe_calls(args.calls), start=1):
             decision = breaker.check("demo-agent", "bash", arguments)
             verdict = "allowed" if decision.allowed else f"DENIED ({decision.kind})"
+            if decision.stop:
+                verdict += ", stop the agent"
             print(f"call {i:2}: bash {arguments}  ->  {verdict}")
             denial = denial or decision.message
             if decision.stop and stop is None:
@@ -64,5 +90,6 @@ def _describe(config: Config) -> str:
     return (
         f"duplicateLimit={config.duplicate_limit}, window={config.window}, "
         f"resetOnNewCall={str(config.reset_on_new_call).lower()}, "
-        f"maxCallsPerAgent={config.max_calls_per_agent}, ignoreArgs={list(config.ignore_args)}"
+        f"maxCallsPerAgent={config.max_calls_per_agent}, "
+        f"stopAfterDenials={config.stop_after_denials}, ignoreArgs={list(config.ignore_args)}"
     )

@@ -10,8 +10,8 @@ prints:
   its deny shape). The exit status is always 0.
 - a new user prompt: with `resetOnUserPrompt` (the default), the session's main agent
   starts afresh: a person typing a prompt is new intent.
-- anything malformed, and any error of our own: allow, one line on stderr, exit 0. The
-  hook must never block or break the host agent.
+- anything malformed, any error of our own, and an interrupt (Ctrl-C): allow, one line
+  on stderr, exit 0. The hook must never block or break the host agent.
 
 State lives in a store that outlives the process (`sqlite://` in the user's state
 directory by default), since every call is a new process. This module imports only
@@ -116,7 +116,15 @@ def main(argv: list[str] | None = None, *, exit_process: bool = False) -> int:
     (which SQLite's autocheckpoint does later, in some commit) saves a few milliseconds
     on every tool call.
     """
-    code = _main(argv)
+    try:
+        code = _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C while the hook waits (a person trying it by hand) or decides. Exit 0, as
+        # for every problem of ours: a harness reads any other status as a verdict
+        # (2 blocks the call in Claude Code, Codex and droid, 3 aborts droid's agent),
+        # and interrupting the hook is no reason to refuse the call.
+        say("interrupted before a decision; call allowed")
+        code = 0
     # A refusal exported an event: send it before the process ends, waiting a bounded time.
     # Looked up, not imported: an allowed call never loads telemetry.
     exporter = sys.modules.get(f"{__package__}._otel")

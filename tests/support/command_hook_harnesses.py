@@ -142,7 +142,7 @@ class Harness:
         """After any run: `refused`, the ids of the calls the model was told were refused."""
 
     def check_stopped(self, outcome: Outcome, model: Any, calls: list[Block]) -> None:
-        """After a stop at the 9th call (`calls`: the calls made)."""
+        """After a stop at the 8th call (`calls`: the calls made)."""
 
     def check_went_on(self, outcome: Outcome, model: Any, calls: list[Block]) -> None:
         """After a run with refusals and no stop."""
@@ -162,7 +162,7 @@ class Harness:
         ]
 
     def duplicate(self) -> str:
-        """The breaker's refusal of the 7th identical shell call (defaults)."""
+        """The breaker's refusal of the 6th identical shell call (defaults): copies 6, limit 6."""
         return render(DEFAULT_MESSAGES["duplicate"], self.shell_tool, "duplicate", 6, 6)
 
     def stop_text(self) -> str:
@@ -198,12 +198,8 @@ class Harness:
         done = self.installed.run("install", self.name, *args, env=self.env, timeout=60)
         assert done.returncode == 0, done.stdout + done.stderr
         self.install_args = args
+        self.installed_out = done.stdout  # what it said it installed (`results: ...`)
         return done
-
-    def reinstall(self) -> subprocess.CompletedProcess[str]:
-        """`install` again, as setup ran it: after `configure`, what install writes for
-        that config (the post-tool hook only where it observes results)."""
-        return self.install(*self.install_args)
 
     def check_hook_command(self, settings: Path) -> None:
         assert str(self.installed.python) in settings.read_text(), settings.read_text()
@@ -375,12 +371,12 @@ class ClaudeCode(Harness):
         )
         assert not any("being stopped" in json.dumps(event) for event in outcome.events)
         denied = {d["tool_use_id"] for d in result["permission_denials"]}
-        assert denied == {c["id"] for c in calls[6:]}  # the stopping call was refused too
+        assert denied == {c["id"] for c in calls[5:]}  # the stopping call was refused too
         # The transcript holds the refusals, and the stop as the note on the stopping call.
         (transcript,) = self.transcripts()
         assert transcript.read_text().count("Circuit breaker: NOT run, a repeat") >= 3
         (stop,) = claude_stops(transcript)
-        assert (stop["hookName"], stop["toolUseID"]) == ("PreToolUse:Bash", calls[8]["id"])
+        assert (stop["hookName"], stop["toolUseID"]) == ("PreToolUse:Bash", calls[7]["id"])
 
     def ended_by_stop(self, outcome: Outcome) -> bool | None:
         return bool(outcome.result["terminal_reason"] == "hook_stopped")
@@ -392,7 +388,7 @@ class ClaudeCode(Harness):
         self, outcome: Outcome, model: Any, delegation: Block, child: list[str]
     ) -> None:
         stops = [stop for path in self.transcripts() for stop in claude_stops(path)]
-        assert [stop["toolUseID"] for stop in stops] == [child[8]]
+        assert [stop["toolUseID"] for stop in stops] == [child[7]]
         # The parent's next request, at once, carried the Agent result: a subagent that
         # ended with no report.
         requests = model.model_requests
@@ -670,15 +666,15 @@ class Droid(Harness):
     def check_stopped(self, outcome: Outcome, model: Any, calls: list[Block]) -> None:
         # `droid exec` ends as if the model had finished: exit 0, no text, no stderr.
         result = outcome.result
-        assert (result["subtype"], result["result"], result["num_turns"]) == ("success", "", 9)
+        assert (result["subtype"], result["result"], result["num_turns"]) == ("success", "", 8)
         assert outcome.session is not None
-        stopping = self.hook_outputs(outcome.session)[calls[8]["id"]]
+        stopping = self.hook_outputs(outcome.session)[calls[7]["id"]]
         assert stopping["continue"] is False
         assert stopping["hookSpecificOutput"]["permissionDecision"] == "deny"
 
     def check_went_on(self, outcome: Outcome, model: Any, calls: list[Block]) -> None:
-        texts = [model.result_in_next_request(c["id"]).text for c in calls[:6]]
-        assert [t.endswith("\n[Process exited with code 0]") for t in texts] == [True] * 6
+        texts = [model.result_in_next_request(c["id"]).text for c in calls[:5]]
+        assert [t.endswith("\n[Process exited with code 0]") for t in texts] == [True] * 5
 
     def check_subagent(
         self, outcome: Outcome, model: Any, delegation: Block, child: list[str]
@@ -842,7 +838,7 @@ class GeminiCli(Harness):
         assert outcome.stderr.splitlines()[-1] == f"Agent execution stopped: {GEMINI_STOPPED}{stop}"
 
     def check_went_on(self, outcome: Outcome, model: Any, calls: list[Block]) -> None:
-        for call in calls[6:]:  # the breaker's text, as the error of that functionResponse
+        for call in calls[5:]:  # the breaker's text, as the error of that functionResponse
             refused = model.result_in_next_request(call["id"])
             assert refused.raw["response"] == {"error": refused.text}
         assert GEMINI_STOPPED not in outcome.stderr
@@ -925,7 +921,7 @@ class QwenCode(Harness):
         assert [d["tool_use_id"] for d in outcome.result["permission_denials"]] == refused
 
     def check_went_on(self, outcome: Outcome, model: Any, calls: list[Block]) -> None:
-        for call in calls[:6]:  # an allowed call's result is Qwen's own
+        for call in calls[:5]:  # an allowed call's result is Qwen's own
             text = model.result_in_next_request(call["id"]).text
             assert text.startswith("Command: echo cbprobe4"), text
 

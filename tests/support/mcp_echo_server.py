@@ -4,7 +4,7 @@ request), over stdio, or Streamable HTTP with `--http PORT` (at /mcp): the relay
 for the 2026-07-28 tests, since server-everything speaks only 2025-11-25. `echo` answers the
 same to the same message and counts its runs, which `runs` tells; `progress` answers more
 every time (a moving result), `slow_progress` too, slowly; `status` the same but for the
-clock time (a frozen one, as results.py normalizes it)."""
+clock time (a frozen one, as results.py normalizes it); `slow` takes as long as it is told."""
 
 from __future__ import annotations
 
@@ -56,10 +56,22 @@ def status(job: str) -> str:
     return f"job {job}: pending, checked at {datetime.now(timezone.utc).isoformat()}"
 
 
+@server.tool()
+async def slow(seconds: float) -> str:
+    """A tool that takes `seconds` to answer."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
 if __name__ == "__main__":
     import sys
 
-    if sys.argv[1:2] == ["--http"]:
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    if sys.argv[1:2] == ["--http"]:  # `--json`: each POST answered with plain JSON, not SSE
+        json_response = sys.argv[3:4] == ["--json"]
+        server.run(
+            "streamable-http", host="127.0.0.1", port=int(sys.argv[2]), json_response=json_response
+        )
     else:
         server.run("stdio")

@@ -3,7 +3,7 @@
 //   node page_check.mjs ORIGIN TOKEN PROFILE_DIR SCREENSHOT_WIDE SCREENSHOT_NARROW
 // It loads the page, makes hook requests itself (a new agent, then its denial, then a
 // quiet agent after it, then one that loops until it is stopped), waits for the page to
-// show each, follows an incident's link to its agent, takes screenshots at 1400 and 800 px
+// show each, follows an incident's link to its agent, takes screenshots at 1280 and 800 px
 // wide (and measures the narrow one for boxes that overlap and ids that wrap), clicks the
 // looping agent's reset button (accepting its confirmation), shows the page with the guard
 // unreachable, opens it without the token, and prints one JSON line of what it saw and how
@@ -21,11 +21,22 @@ const SESSION = "browser-session-1";
 const QUIET = "quiet-session-2";
 const STUCK = "stuck-session-3";  // refused 3 times in a row: stopped
 const WAIT = 10000;
+// Where each session works, as Claude Code's events say: the page names it by project.
+const CWD = {
+  [SESSION]: "/home/me/src/payments-api",
+  [QUIET]: "/home/me/src/docs-site",
+  [STUCK]: "/home/me/src/a-project-with-a-rather-long-name-for-its-column",
+};
+const STUCK_CALL = "echo stuck && ./scripts/poll-the-deployment --until-ready " +
+  "--region eu-west-1 --verbose";
 
 async function hook(command, session = SESSION) {
   const event = {
     session_id: session, hook_event_name: "PreToolUse", tool_name: "Bash",
     tool_input: { command, description: "page check" }, tool_use_id: "toolu_page",
+    cwd: CWD[session],
+    transcript_path: "/home/me/.claude/projects/" + CWD[session].split("/").pop() + "/" +
+      session + ".jsonl",
   };
   const response = await fetch(origin + "/hook/claude-code", {
     method: "POST", body: JSON.stringify(event),
@@ -79,7 +90,7 @@ try {
   seen.agentShownMs = Date.now() - started;
   seen.afterFirst = await row.locator(".badge").textContent();
 
-  for (let i = 0; i < 5; i++) await hook("echo loop");
+  for (let i = 0; i < 4; i++) await hook("echo loop");  // five in all: the 6th is refused
   started = Date.now();
   seen.denied = await hook("echo loop");
   await row.locator(".badge.denied").waitFor({ timeout: WAIT });
@@ -93,11 +104,24 @@ try {
   seen.denialCells = await row.locator("td.num").allTextContents();
   seen.quiet = await hook("ls", QUIET);  // more recent, but fine: listed after the loop
   await page.locator(`tr.agent[data-agent="${QUIET}"]`).waitFor({ timeout: WAIT });
-  for (let i = 0; i < 9; i++) await hook("echo stuck", STUCK);
+  for (let i = 0; i < 9; i++) await hook(STUCK_CALL, STUCK);
   await page.locator(`tr.agent[data-agent="${STUCK}"] .badge.stopped`).waitFor({ timeout: WAIT });
   seen.order = await page.locator("tr.agent").evaluateAll((rows) => rows.map((r) => r.dataset.agent));
   seen.firstRepeat = await row.locator("td.repeat").textContent();
-  seen.lastCall = await row.locator("td").nth(7).textContent();
+  seen.lastCall = await row.locator("td.last").textContent();
+  // Named by project and harness, the full path on hover; the what-to-do line in its
+  // own row, with the transcript's path and a reset.
+  seen.who = await row.locator("td").nth(1).locator("div").first().textContent();
+  seen.whoTitle = await row.locator("td").nth(1).locator("div").first().getAttribute("title");
+  const todo = page.locator(`tr.todo[data-agent="${STUCK}"]`);
+  seen.todo = await todo.textContent();
+  seen.todoDenied = await page.locator(`tr.todo[data-agent="${SESSION}"]`).textContent();
+  seen.todoButtons = await todo.locator("button.reset").count();
+  seen.quietTodo = await page.locator(`tr.todo[data-agent="${QUIET}"]`).count();
+  // The stuck agent's long call: one line, cut, in full on hover.
+  seen.longCall = await page.locator(`tr.agent[data-agent="${STUCK}"] td.repeat .cut`)
+    .evaluate((n) => ({ text: n.textContent, title: n.title, lines: n.getClientRects().length,
+                        cut: n.scrollWidth > n.clientWidth }));
   seen.banner = await page.locator("#attention").textContent();
   seen.bannerShown = await page.locator("#attention").isVisible();
   seen.bannerClass = await page.locator("#attention").getAttribute("class");
@@ -108,9 +132,23 @@ try {
   await row.click();
   await page.locator("#timeline .cell.deny").first().waitFor({ timeout: WAIT });
   seen.timelineCells = await page.locator("#timeline .cell").allTextContents();
+  seen.timelineTitles = await page.locator("#timeline .cell").evaluateAll(
+    (cells) => cells.map((c) => c.title.replace(/^\S+ /, "")));
   seen.next = await page.locator("#next").textContent();
   await page.locator("#incidents .kind").first().waitFor({ timeout: WAIT });
   seen.incident = await page.locator("#incidents li", { hasText: SESSION }).first().textContent();
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.waitForTimeout(700);  // a poll or two at the new width
+  // No horizontal scrollbar at 1280 px: neither the page's nor the agents table's.
+  seen.wide = await page.evaluate(() => {
+    const box = document.querySelector("#agent-table").parentElement;
+    return { page: document.documentElement.scrollWidth, table: box.scrollWidth,
+             room: box.clientWidth };
+  });
+  seen.wideOverlaps = [
+    ...(await overlaps(page, "main > section")),
+    ...(await overlaps(page, "tr.agent:first-child > td")),
+  ];
   await page.screenshot({ path: screenshot, fullPage: true });
   await page.setViewportSize({ width: 800, height: 900 });
   await page.waitForTimeout(700);  // a poll or two at the new width
@@ -121,7 +159,7 @@ try {
   ];
   seen.narrowWidth = await page.evaluate(() => document.documentElement.scrollWidth);
   // An id is one line however narrow the page: it never wraps mid-word.
-  seen.idLines = await page.$$eval("tr.agent td.id > span:first-child",
+  seen.idLines = await page.$$eval("tr.agent td .id > span:first-child",
     (spans) => spans.map((s) => [s.textContent, s.getClientRects().length]));
   await page.screenshot({ path: narrow, fullPage: true });
   await page.setViewportSize({ width: 1400, height: 800 });

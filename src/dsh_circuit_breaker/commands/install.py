@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..harnesses import HARNESSES, PLUGIN_HARNESSES, target_module, targets
+from ..harnesses import HARNESSES, PLUGIN_HARNESSES, target_label, target_module, targets
 
 WHAT = {  # as cli.COMMANDS says it, for a TARGET's own --help
     "install": "put the breaker into",
@@ -20,10 +20,21 @@ WHAT = {  # as cli.COMMANDS says it, for a TARGET's own --help
 
 
 def add_target_arguments(parser: argparse.ArgumentParser, action: str) -> None:
+    parser.formatter_class = _TargetsFormatter
     sub = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
     for name in targets():
-        described = f"{WHAT[action]} {getattr(target_module(name), 'LABEL', name)}"
+        described = f"{WHAT[action]} {target_label(name)}"
         _add(name, sub.add_parser(name, help=described, description=described), action)
+
+
+class _TargetsFormatter(argparse.HelpFormatter):
+    """argparse measures the TARGETs one indent short of where it prints them, so the
+    longest (`claude-code`) went onto a line of its own: room for them, one column."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction):
+            self._action_max_length += self._indent_increment
 
 
 def _add(name: str, parser: argparse.ArgumentParser, action: str) -> None:

@@ -40,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
                 rows.append(describe(agent, state, config))
     finally:
         store.close()
+    tools = repeated_tools(config.incident_log)
+    for row in rows:  # the state keeps digests only: the tool is the one its refusal named
+        row["topRepeatTool"] = tools.get(row["agent"]) if "duplicate" in row["tripped"] else None
     rows.sort(key=lambda r: r["updated"], reverse=True)
     shown = rows[: args.limit]
     skipped = (
@@ -58,16 +61,50 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         return 0
     width = min(max(5, *(len(printable(r["agent"])) for r in shown)), 60)
-    print(f"{'AGENT':<{width}}  {'CALLS':>11}  {'TOP REPEAT':>10}  {'TRIPPED':<15}  LAST CALL AT")
+    print(f"{'AGENT':<{width}}  {'CALLS':>11}  {'TOP REPEAT':<22}  {'TRIPPED':<15}  LAST CALL AT")
     for row in shown:
         calls = f"{row['calls']}/{row['cap']}" if row["cap"] else str(row["calls"])
         repeat = f"{row['topRepeat']}/{row['duplicateLimit']}"
+        if row["topRepeatTool"]:
+            repeat = _fit_end(f"{repeat} {printable(row['topRepeatTool'])}", 22)
         tripped = ",".join(row["tripped"]) or "-"
         agent = _fit(printable(row["agent"]), width)
-        print(f"{agent:<{width}}  {calls:>11}  {repeat:>10}  {tripped:<15}  {utc(row['updated'])}")
+        print(f"{agent:<{width}}  {calls:>11}  {repeat:<22}  {tripped:<15}  {utc(row['updated'])}")
     if len(rows) > len(shown):
         print(f"... {len(rows) - len(shown)} more (use --limit)")
     return 0
+
+
+MAX_LOG_READ = 4 * 1024 * 1024  # the end of the incident log that `status` reads
+
+
+def repeated_tools(log: str | None) -> dict[str, str]:
+    """agent -> the tool of its latest `duplicate` incident, from the end of the incident
+    log (empty: no log). A log that cannot be read only leaves the tools unnamed."""
+    import os
+
+    from ..files import open_regular
+    from ..incidents import record_of
+
+    found: dict[str, str] = {}
+    if not log:
+        return found
+    try:
+        with open(open_regular(os.path.expanduser(log)), "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            handle.seek(max(0, size - MAX_LOG_READ))
+            lines = handle.read(MAX_LOG_READ).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        record = record_of(line)
+        if record and record.get("kind") == "duplicate" and isinstance(record.get("agent"), str):
+            found[record["agent"]] = str(record.get("tool", ""))
+    return found
+
+
+def _fit_end(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _fit(text: str, width: int) -> str:

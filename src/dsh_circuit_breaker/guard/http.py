@@ -26,7 +26,8 @@ BODY_SECONDS.
 One event loop holds every connection (a few kilobytes each, no thread), so clients that
 trickle or hold connections open cost memory only, bounded: at most MAX_UNAUTHENTICATED
 connections that have not yet sent the token (past that the oldest is closed), at most
-MAX_CONNECTIONS in all. Decisions run on WORKERS threads, which only authenticated,
+MAX_CONNECTIONS in all, both lowered to fit this process's descriptor limit
+(`descriptor_budget`). Decisions run on WORKERS threads, which only authenticated,
 complete requests ever reach: whatever unauthenticated clients do, the harness's
 requests are answered.
 
@@ -71,15 +72,16 @@ WRITE_SECONDS = 10.0  # to take an answer
 MAX_CONNECTIONS = 8192
 MAX_UNAUTHENTICATED = 2048
 WORKERS = 8
-MAX_STREAMS = 256  # relayed streams open at once (threads waiting on their upstream)
+MAX_STREAMS = 1024  # relayed streams open at once (threads waiting on their upstream)
 BACKLOG = 1024
+RESERVED_DESCRIPTORS = 64  # for what is not a client: the store's files, logs, pipes
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
 
 class Response:
     """What a route answers; `stop` asks the server to stop once it is sent."""
 
-    __slots__ = ("chunks", "close", "content_type", "data", "extra", "status", "stop")
+    __slots__ = ("abort", "chunks", "close", "content_type", "data", "extra", "status", "stop")
 
     def __init__(
         self,
@@ -91,20 +93,29 @@ class Response:
         extra: tuple[tuple[str, str], ...] = (),
         stop: bool = False,
         chunks: Iterator[bytes] | None = None,
+        abort: Callable[[], None] | None = None,
     ) -> None:
         self.status, self.data, self.content_type = status, data, content_type
         self.close, self.extra, self.stop = close, extra, stop
         # A body that comes as it is made (a relayed stream): it ends the connection.
+        # `abort` (from the loop's thread) makes a wait for the next chunk end at once.
         self.chunks = chunks
+        self.abort = abort
 
-    def wire(self, keep_alive: bool) -> bytes:
+    def wire(self, keep_alive: bool, chunked: bool = False) -> bytes:
         extra = self.extra
         if self.status == 401:
             extra = (*extra, ("WWW-Authenticate", 'Bearer realm="dsh-circuit-breaker"'))
         close = self.close or not keep_alive
         streamed = self.chunks is not None
         return response(
-            self.status, self.data, self.content_type, close=close, extra=extra, streamed=streamed
+            self.status,
+            self.data,
+            self.content_type,
+            close=close,
+            extra=extra,
+            streamed=streamed,
+            chunked=chunked,
         )
 
 
@@ -138,6 +149,10 @@ class RouteSet(Protocol):
     def body_limit(self, request: Request) -> int: ...
 
     def respond(self, request: Request) -> Response: ...
+
+    # 0: `respond` runs on the shared WORKERS threads (it never waits on anything slow);
+    # else a thread of its own, at most this many at once (past that: 503 at once).
+    threads: int
 
     def refused(self, request: Request | None, refusal: Refused) -> Response:
         """The answer to a request refused before it was read (`request`: its head, if it
@@ -175,7 +190,13 @@ class GuardHTTPServer:
         self.check_host = check_host
         self.allowed_hosts = self._hosts()
         self.routes: RouteSet = (routes or Routes)(self)
+        # A relay's client connection may hold a connection to its server as well.
+        self.max_connections, self.max_unauthenticated = descriptor_budget(
+            2 if self.routes.threads else 1
+        )
         self._workers = Workers(WORKERS, "guard")
+        self._own = ThreadPoolExecutor(self.routes.threads or 1, thread_name_prefix="request")
+        self._busy = 0  # requests on `_own` threads (counted on the loop's thread)
         self._streams = ThreadPoolExecutor(MAX_STREAMS, thread_name_prefix="stream")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -214,6 +235,7 @@ class GuardHTTPServer:
     def server_close(self) -> None:
         self.socket.close()
         self._workers.shutdown()
+        self._own.shutdown(wait=False)
         self._streams.shutdown(wait=False)
 
     async def _serve(self) -> None:
@@ -239,13 +261,13 @@ class GuardHTTPServer:
 
     # -- connections ---------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._open) >= MAX_CONNECTIONS:
+        if len(self._open) >= self.max_connections:
             self.metrics.count("refused", "busy")
             writer.transport.abort()
             return
         self._open.add(writer)
         self._unauthenticated[writer] = None
-        if len(self._unauthenticated) > MAX_UNAUTHENTICATED:
+        if len(self._unauthenticated) > self.max_unauthenticated:
             oldest, _ = self._unauthenticated.popitem(last=False)
             self.metrics.count("refused", "busy")
             oldest.transport.abort()
@@ -264,12 +286,7 @@ class GuardHTTPServer:
         request: Request | None = None
         try:
             with self._deadline(writer, HEAD_SECONDS):
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.LimitOverrunError:
-                    raise Refused(
-                        431, "too_large", f"a request head is at most {HEAD_BYTES} bytes"
-                    ) from None
+                head = await _head(reader)
             request = parse_head(head)
             self.routes.authorize(request)
             self._unauthenticated.pop(writer, None)
@@ -282,36 +299,91 @@ class GuardHTTPServer:
             self.metrics.count("refused", exc.reason)
             await self._send(writer, self.routes.refused(request, exc))
             return False
-        answer = await self._workers.submit(self.routes.respond, request)
-        await self._send(writer, answer, request.keep_alive)
+        answer = await self._answer(request)
+        chunked = answer.chunks is not None and request.http11
+        await self._send(writer, answer, request.keep_alive, chunked)
         if answer.chunks is not None:
-            await self._stream(writer, answer.chunks)
+            await self._stream(reader, writer, answer, chunked)
             return False
         if answer.stop and self._stop is not None:
             self._stop.set()
         return request.keep_alive and not answer.close
 
-    async def _stream(self, writer: asyncio.StreamWriter, chunks: Iterator[bytes]) -> None:
+    async def _answer(self, request: Request) -> Response:
+        routes = self.routes
+        if not routes.threads:
+            return await self._workers.submit(routes.respond, request)
+        if self._busy >= routes.threads:
+            self.metrics.count("refused", "busy")
+            message = f"{routes.threads} requests are waiting on the server; try again"
+            warn("dsh-circuit-breaker: %s", message)
+            return json_response(503, {"error": message}, close=True)
+        self._busy += 1
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._own, routes.respond, request)
+        finally:
+            self._busy -= 1
+
+    async def _stream(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        answer: Response,
+        chunked: bool,
+    ) -> None:
         """Write a streamed body as it comes. Each wait for the next chunk holds a thread
-        of its own (a stream may stay open for hours), never one of the workers."""
+        of its own (a stream may stay open for hours), never one of the workers; a client
+        that goes frees it at once (`answer.abort`). A source that fails ends the
+        connection without the last chunk: the client sees a cut."""
         loop = asyncio.get_running_loop()
+        chunks = answer.chunks
+        assert chunks is not None
+        # A client sends nothing more on a stream: a read that ends means it has gone.
+        gone = asyncio.ensure_future(reader.read(1))
         try:
             while True:
-                chunk = await loop.run_in_executor(self._streams, next, chunks, b"")
-                if not chunk:
+                waiting = loop.run_in_executor(self._streams, next, chunks, b"")
+                await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+                if not waiting.done():
+                    if answer.abort is not None:
+                        answer.abort()
+                    with contextlib.suppress(Exception):
+                        await waiting  # its thread is free once the aborted read ends
                     return
-                writer.write(chunk)
+                try:
+                    chunk = waiting.result()
+                except Exception as exc:
+                    warn(
+                        "dsh-circuit-breaker: a stream was cut short (%s: %s)",
+                        type(exc).__name__,
+                        exc,
+                    )
+                    writer.transport.abort()
+                    return
+                if not chunk:
+                    if chunked:
+                        writer.write(b"0\r\n\r\n")
+                        with self._deadline(writer, WRITE_SECONDS):
+                            await writer.drain()
+                    return
+                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
                 with self._deadline(writer, WRITE_SECONDS):
                     await writer.drain()
         finally:
+            gone.cancel()
             close = getattr(chunks, "close", None)
             if close is not None:
                 await loop.run_in_executor(self._streams, close)
 
     async def _send(
-        self, writer: asyncio.StreamWriter, answer: Response, keep_alive: bool = False
+        self,
+        writer: asyncio.StreamWriter,
+        answer: Response,
+        keep_alive: bool = False,
+        chunked: bool = False,
     ) -> None:
-        writer.write(answer.wire(keep_alive))
+        writer.write(answer.wire(keep_alive, chunked))
         if writer.transport.get_write_buffer_size():  # the socket did not take it all at once
             with self._deadline(writer, WRITE_SECONDS):
                 await writer.drain()
@@ -364,6 +436,8 @@ class GuardHTTPServer:
 
 class Routes:
     """The endpoints, on worker threads: the request is authorized and read in full."""
+
+    threads = 0  # decisions: the shared workers
 
     def __init__(self, server: GuardHTTPServer) -> None:
         self.server = server
@@ -489,6 +563,59 @@ def _store_json(read: Any, missing: str = "") -> Response:
     if found is None:
         return json_response(404, {"error": missing})
     return json_response(200, found)
+
+
+async def _head(reader: asyncio.StreamReader) -> bytes:
+    """A request head, line by line up to its blank line; Refused past HEAD_BYTES, or at
+    the first line that ends in a bare LF (waiting for a CRLF CRLF that never comes would
+    hold the connection till the deadline)."""
+    lines: list[bytes] = []
+    size = 0
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.LimitOverrunError:
+            line = b""
+            size = HEAD_BYTES + 1
+        size += len(line)
+        if size > HEAD_BYTES:
+            raise Refused(431, "too_large", f"a request head is at most {HEAD_BYTES} bytes")
+        if not line.endswith(b"\r\n"):
+            raise Refused(400, "malformed", "a line of the request head ends in a bare LF")
+        lines.append(line)
+        if line == b"\r\n":
+            return b"".join(lines)
+
+
+def descriptor_budget(per_connection: int) -> tuple[int, int]:
+    """MAX_CONNECTIONS and MAX_UNAUTHENTICATED, lowered to fit the descriptor limit
+    (RLIMIT_NOFILE: 1,024 under systemd, 256 on macOS) with RESERVED_DESCRIPTORS to
+    spare, its soft limit first raised toward what they need where the hard limit
+    allows. Past the limit a connection is not even accepted, so the oldest tokenless
+    one is closed before it: a squatter never keeps the harness out."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: no such limit to fit
+        return MAX_CONNECTIONS, MAX_UNAUTHENTICATED
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = MAX_CONNECTIONS * per_connection + RESERVED_DESCRIPTORS
+    if soft != resource.RLIM_INFINITY and soft < need:
+        raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        with contextlib.suppress(ValueError, OSError):  # macOS: past OPEN_MAX
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return MAX_CONNECTIONS, MAX_UNAUTHENTICATED
+    connections = max(8, (soft - RESERVED_DESCRIPTORS) // per_connection)
+    unauthenticated = max(2, min(MAX_UNAUTHENTICATED, connections // 4))
+    warn(
+        "dsh-circuit-breaker: %d file descriptors allowed: at most %d connections, %d of "
+        "them without the token",
+        soft,
+        connections,
+        unauthenticated,
+    )
+    return connections, unauthenticated
 
 
 def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -49,7 +49,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, NoReturn
 
-from ..cjson import loads
+from ..lenient import id_text, read
 
 # The 2026-07-28 per-request envelope (no `initialize`, no session): its keys in `_meta`.
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -73,7 +73,10 @@ EXIT_SECONDS = 5.0  # for the server's last output once it exited, and to die on
 def say(message: str) -> None:
     """One line on stderr (the client's log of the server), never a traceback."""
     prefix = "dsh-circuit-breaker: mcp: "
-    message = message.removeprefix("dsh-circuit-breaker: ")
+    # The breaker's warnings, and the HTTP server's it shares with `serve`, carry their own.
+    message = message.removeprefix("dsh-circuit-breaker: ").removeprefix(
+        "dsh-circuit-breaker serve: "
+    )
     try:
         sys.stderr.write(prefix + " ".join(message.split()) + "\n")
         sys.stderr.flush()
@@ -257,7 +260,7 @@ class Session:
             if self.guard.config.observes_results:
                 connection.await_result(message, agent)
             return None
-        return encode({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        return response(message["id"], result)
 
     def from_server(self, message: Any) -> None:
         self.connection.answered(message)
@@ -287,10 +290,14 @@ def result_of(answer: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def response(request_id: Any, result: dict[str, Any]) -> bytes:
+    """The JSON-RPC response (a line) to request `request_id`, its id as the client wrote
+    it: a number keeps its text (`lenient.id_text`), so `1E400` is not `Infinity`."""
     import json
 
-    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+    text = id_text(request_id) or json.dumps(request_id)
+    body = json.dumps(result, separators=(",", ":"))
+    return f'{{"jsonrpc":"2.0","id":{text},"result":{body}}}\n'.encode()
 
 
 # -- stdio -------------------------------------------------------------------------------
@@ -429,7 +436,7 @@ class StdioRelay:
 
     def _from_client(self, line: bytes) -> bytes | None:
         try:
-            answer = self.session.from_client(_parsed(line))
+            answer = self.session.from_client(parsed(line, "the client"))
         except Exception as exc:  # our own bug: the call goes through
             say(f"{type(exc).__name__}: {exc}; message passed on unjudged")
             return line
@@ -442,7 +449,7 @@ class StdioRelay:
     def _from_server(self, line: bytes) -> bytes:
         if self.session.connection.listening:
             try:
-                self.session.from_server(_parsed(line))
+                self.session.from_server(parsed(line))
             except Exception as exc:
                 say(f"{type(exc).__name__}: {exc}; message passed on")
         return line
@@ -458,17 +465,25 @@ class StdioRelay:
                 signal.signal(number, forward)
 
 
-def _parsed(line: bytes) -> Any:
+def parsed(data: bytes | None, sender: str | None = None) -> Any:
+    """`data` as the other side reads it (`lenient.read`: what our strict parser refuses
+    but a server runs is judged too), or None for no JSON at all: garbage, passed on for
+    the other side to answer. With `sender`, anything unusual is said in one line."""
+    if not data:
+        return None
     try:
-        return loads(line)
+        message, notes = read(data)
     except (ValueError, RecursionError):
-        return None  # garbage: passed on for the other side to answer
+        return None
+    if notes and sender:
+        say(f"a message from {sender} judged as read: {'; '.join(notes)}")
+    return message
 
 
 # -- as `dsh-circuit-breaker mcp` (see cli.COMMANDS) --------------------------------------
 USAGE = (
     "dsh-circuit-breaker mcp [--config FILE] [--state URL] [--name SERVER] [--agent-id ID] "
-    "-- COMMAND [ARGS...]  |  --http [HOST:]PORT --upstream URL"
+    "-- COMMAND [ARGS...]  |  --http [HOST:]PORT --upstream URL [--upstream-timeout SECONDS]"
 )
 
 
@@ -493,6 +508,11 @@ def add_arguments(parser: Any) -> None:
     http = parser.add_argument_group("Streamable HTTP (--http)")
     http.add_argument("--http", metavar="[HOST:]PORT", help="listen on HTTP (loopback by default)")
     http.add_argument("--upstream", metavar="URL", help="the MCP server's URL (with --http)")
+    http.add_argument(
+        "--upstream-timeout",
+        metavar="SECONDS",
+        help="give up on a server that sends nothing for this long (default: 300)",
+    )
     http.add_argument(
         "--token",
         metavar="TOKEN",

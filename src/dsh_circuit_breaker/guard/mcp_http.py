@@ -4,10 +4,10 @@ Streamable HTTP MCP server.
 Every request, on any path, goes to `--upstream URL` unchanged: POST (answered with JSON
 or an SSE stream, passed back as it comes), the GET stream, DELETE; headers pass both
 ways (`Mcp-Session-Id`, `MCP-Protocol-Version`, the client's own `Authorization` for the
-server), less the hop-by-hop ones, with `Host` the upstream's. Only a POST whose body is
-one `tools/call` is judged (`mcp.Session`); a refused one never reaches the server and is
-answered `200 application/json` with the refusal in the request's version (its `_meta`
-envelope's, else its `MCP-Protocol-Version` header's).
+server), less the hop-by-hop ones, with `Host` the upstream's. A POSTed `tools/call` is
+judged (`mcp.Session`), alone or in a batch (each call in it); a refused one never
+reaches the server and is answered `200 application/json` with the refusal in the
+request's version (its `_meta` envelope's, else its `MCP-Protocol-Version` header's).
 
 The wire and the checks are `serve --http`'s own (`http.GuardHTTPServer`, with the
 relay's `McpRoutes`): bounded heads, a deadline per phase, and the token
@@ -26,19 +26,24 @@ no session, so its calls key by its name for this relay run.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import http.client
+import itertools
 import json
+import socket
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from ..cjson import loads
+from ..lenient import elements
 from .http import GuardHTTPServer, Response, _bearer, refused_json
-from .mcp import MAX_JUDGED_LINE, META_VERSION, Connection, McpGuard, Session, say
+from .mcp import MAX_JUDGED_LINE, META_VERSION, Connection, McpGuard, Session, parsed, say
 from .metrics import Metrics
 from .wire import SECURITY_HEADERS, Refused, Request
 
@@ -66,13 +71,23 @@ DROPPED = frozenset(
 # What the relay's own answer carries already (wire.response writes them).
 OURS = frozenset(["content-type", "server", "date", *(n.lower() for n, _ in SECURITY_HEADERS)])
 CHUNK = 64 * 1024
-SESSIONS = 10_000  # sessions whose client name is remembered (least recent dropped)
+SESSIONS = 10_000  # sessions whose client name is remembered (see HttpRelay.initialized)
+# Requests waiting on the server at once, each on a thread of its own (a slow tool holds
+# only its own); past this a request gets 503 at once.
+THREADS = 1024
+UPSTREAM_SECONDS = 300.0  # default --upstream-timeout: a slow tool's answer fits in it
 
 
 class HttpRelay:
     """The relay's state: the guard, the upstream, each session's connection."""
 
-    def __init__(self, guard: McpGuard, upstream: str, agent_id: str | None = None) -> None:
+    def __init__(
+        self,
+        guard: McpGuard,
+        upstream: str,
+        agent_id: str | None = None,
+        timeout: float = UPSTREAM_SECONDS,
+    ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"--upstream {upstream!r}: an http:// or https:// URL")
@@ -83,63 +98,100 @@ class HttpRelay:
         self.host, self.port = parts.hostname, parts.port
         self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.agent_id = agent_id
-        self._sessions: OrderedDict[str, Connection] = OrderedDict()
+        self.timeout = timeout
+        # Sessions the server issued, least recently used first, with when each was used.
+        self._sessions: OrderedDict[str, tuple[Connection, float]] = OrderedDict()
+        self._idle = guard.config.idle_expiry_seconds
         self._sessionless = Connection(agent_id)
         self._lock = threading.Lock()
 
     def connect(self) -> http.client.HTTPConnection:
+        """A connection whose every wait (connect, the answer's head, each read of its
+        body) ends at `timeout`."""
         if self.secure:
-            return http.client.HTTPSConnection(self.host, self.port)
-        return http.client.HTTPConnection(self.host, self.port)
+            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout)
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
 
     def connection(self, session: str | None) -> Connection:
+        """The connection of `session`: as its `initialize` named it, or, for a session
+        not remembered (made up, or past the bound), one with the default client name,
+        the same each time, so its agent key never changes."""
         if not session:
             return self._sessionless
-        key = hashlib.sha256(session.encode()).hexdigest()[:12]
+        key = _session_key(session)
         with self._lock:
-            found = self._sessions.get(key)
+            found = self._sessions.pop(key, None)
             if found is None:
-                found = self._sessions[key] = Connection(self.agent_id)
-                found.id = key
-                while len(self._sessions) > SESSIONS:
-                    self._sessions.popitem(last=False)
-            else:
-                self._sessions.move_to_end(key)
-            return found
+                unknown = Connection(self.agent_id)
+                unknown.id = key
+                return unknown
+            self._sessions[key] = (found[0], time.monotonic())
+            return found[0]
 
-    def judge(self, message: Any, headers: dict[str, str]) -> bytes | None:
-        """The refusal to answer one POSTed message with, or None to pass it on
-        (`headers`: the request's, their names in lower case)."""
+    def judge(self, message: Any, headers: dict[str, str]) -> tuple[bytes | None, Session | None]:
+        """The refusal to answer one POSTed message with (or None to pass it on), and the
+        session awaiting its result, if any (`headers`: the request's, names in lower case).
+
+        The result of a call comes back on the answer to its own POST, so it is awaited
+        by that request alone: a table per session keyed by JSON-RPC id would mix up two
+        clients without a session (every client counts its ids from 1)."""
         if not isinstance(message, dict) or message.get("method") != "tools/call":
-            return None
-        connection = self.connection(headers.get("mcp-session-id"))
+            return None, None
+        connection = _one_request(self.connection(headers.get("mcp-session-id")))
         header_version = headers.get("mcp-protocol-version")
         params = message.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
         if header_version and not (isinstance(meta, dict) and META_VERSION in meta):
             connection.version = header_version  # what the client says it speaks
-        return Session(self.guard, connection).from_client(message)
-
-    def answering(self, message: Any, headers: dict[str, str]) -> Session | None:
-        """The session awaiting the result of `message`, an allowed `tools/call`, if any."""
-        if not isinstance(message, dict) or message.get("method") != "tools/call":
-            return None
-        connection = self.connection(headers.get("mcp-session-id"))
-        return Session(self.guard, connection) if connection.awaited else None
+        session = Session(self.guard, connection)
+        refusal = session.from_client(message)
+        return refusal, session if session.connection.awaited else None
 
     def initialized(self, message: Any, session: str | None) -> None:
-        """An `initialize` the server answered with session `session`: its client's name."""
+        """An `initialize` the server answered with session `session`: its client's name,
+        remembered within SESSIONS. Only sessions the server issued enter, and only one
+        idle past `idleExpiry` (whose agent state has expired anyway) makes room: a
+        flood of sessions cannot change an active agent's key, so its count never
+        restarts. A session past the bound keeps the default client name for its life."""
         if not session or not isinstance(message, dict) or message.get("method") != "initialize":
             return
-        connection = self.connection(session)
-        key = connection.id
+        connection = Connection(self.agent_id)
         connection.initialize(message)
-        connection.id = key  # the session, not a random id, is this connection
+        key = connection.id = _session_key(session)  # the session is this connection
+        now = time.monotonic()
+        with self._lock:
+            self._sessions.pop(key, None)
+            while len(self._sessions) >= SESSIONS:
+                oldest = next(iter(self._sessions))
+                if now - self._sessions[oldest][1] < self._idle:
+                    say(f"{SESSIONS} active sessions: a new one is keyed as client {key}")
+                    return
+                del self._sessions[oldest]
+            self._sessions[key] = (connection, now)
+
+    def ended(self, session: str | None) -> None:
+        """A session the client ended (DELETE) and the server let go: room for another."""
+        if session:
+            with self._lock:
+                self._sessions.pop(_session_key(session), None)
+
+
+def _session_key(session: str) -> str:
+    return hashlib.sha256(session.encode()).hexdigest()[:12]  # a session id is a credential
+
+
+def _one_request(connection: Connection) -> Connection:
+    """`connection`'s agent and version, with results awaited by one request alone."""
+    own = Connection(connection.agent_id)
+    own.client, own.version, own.id = connection.client, connection.version, connection.id
+    return own
 
 
 class McpRoutes:
     """The relay's endpoints on `serve --http`'s server (its wire limits, deadlines,
     connection bounds and checks): every request is authorized and read in full first."""
+
+    threads = THREADS
 
     def __init__(self, server: GuardHTTPServer) -> None:
         self.server = server
@@ -160,11 +212,18 @@ class McpRoutes:
 
     def respond(self, request: Request) -> Response:
         try:
-            message = _parsed(request.body) if request.method == "POST" else None
-            answer = self._judged(message, request.headers)
+            message = parsed(request.body, "a client") if request.method == "POST" else None
+            if isinstance(message, list) and message:
+                return self._batch(request, message)
+            answer, session = self._judged(message, request.headers)
             if answer is not None:
                 return Response(200, answer, "application/json")
-            return self._relayed(request, message)
+            return self._relayed(request, message, session)
+        except TimeoutError:
+            seconds = self.relay.timeout
+            say(f"{request.method}: no answer from the server within {seconds:g} s; gave up")
+            error = {"error": f"the MCP server did not answer within {seconds:g} s"}
+            return Response(504, json.dumps(error).encode(), "application/json", close=True)
         except OSError as exc:
             say(f"{request.method}: the server cannot be reached: {exc}")
             return Response(
@@ -175,34 +234,64 @@ class McpRoutes:
             data = json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode()
             return Response(502, data, "application/json", close=True)
 
-    def _judged(self, message: Any, headers: dict[str, str]) -> bytes | None:
+    def _judged(self, message: Any, headers: dict[str, str]) -> tuple[bytes | None, Session | None]:
         try:
             return self.relay.judge(message, headers)
         except Exception as exc:  # fail open
             say(f"{type(exc).__name__}: {exc}; message passed on unjudged")
-            return None
+            return None, None
 
-    def _relayed(self, request: Request, message: Any) -> Response:
+    def _batch(self, request: Request, messages: list[Any]) -> Response:
+        """A JSON-RPC batch (2025-03-26; later versions dropped them, but SDK servers still
+        run them): each `tools/call` in it judged as if sent alone; the refused ones are
+        answered by the relay, the rest go to the server as a batch of their own bytes,
+        and the two answers become one (the refusals first)."""
+        raws = elements(request.body)
+        if len(raws) != len(messages):  # our bug: the batch goes on whole, unjudged
+            say(f"a batch of {len(messages)} not split ({len(raws)} found); passed on unjudged")
+            return self._relayed(request, messages, None)
+        refusals: list[bytes] = []
+        kept: list[bytes] = []
+        for message, raw in zip(messages, raws, strict=True):
+            answer, _ = self._judged(message, request.headers)
+            if answer is None:
+                kept.append(raw)
+            else:
+                refusals.append(answer.rstrip(b"\n"))
+        if not refusals:
+            return self._relayed(request, messages, None)
+        say(f"a batch of {len(messages)}: {len(refusals)} refused, {len(kept)} passed on")
+        if not kept:
+            return Response(200, b"[" + b",".join(refusals) + b"]", "application/json")
+        rest = self._relayed(request, messages, None, b"[" + b",".join(kept) + b"]")
+        return _merged(rest, refusals)
+
+    def _relayed(
+        self, request: Request, message: Any, session: Session | None, body: bytes | None = None
+    ) -> Response:
         relay = self.relay
         upstream = relay.connect()
-        body = request.body if request.method != "GET" else None
+        if body is None:
+            body = request.body if request.method != "GET" else None
         try:
             upstream.request(
-                request.method, relay.path, body=body, headers=self._upstream_headers(request)
+                request.method, relay.path, body=body, headers=self._upstream_headers(request, body)
             )
             answer = upstream.getresponse()
         except BaseException:
             upstream.close()
             raise
         relay.initialized(message, answer.getheader("Mcp-Session-Id"))
+        if request.method == "DELETE" and 200 <= answer.status < 300:
+            relay.ended(request.headers.get("mcp-session-id"))
         headers = tuple(
             (name, value)
             for name, value in answer.getheaders()
             if name.lower() not in DROPPED and name.lower() not in OURS
         )
         kind = answer.getheader("Content-Type")
-        session = relay.answering(message, request.headers)
-        if answer.getheader("Content-Length") is not None:
+        length = answer.getheader("Content-Length") or ""
+        if length.isdigit() and int(length) <= MAX_JUDGED_LINE:  # larger: passed on as it comes
             try:
                 body = answer.read()
             finally:
@@ -210,12 +299,15 @@ class McpRoutes:
             if session is not None:
                 _shown(session, body)
             return Response(answer.status, body, kind, extra=headers)
+        if request.method == "GET" and upstream.sock is not None:
+            upstream.sock.settimeout(None)  # the GET stream may rightly be quiet for hours
         chunks = _stream(upstream, answer)
         if session is not None:
             chunks = _watched(session, chunks)
-        return Response(answer.status, b"", kind, extra=headers, chunks=chunks)
+        abort = functools.partial(_abort, upstream)
+        return Response(answer.status, b"", kind, extra=headers, chunks=chunks, abort=abort)
 
-    def _upstream_headers(self, request: Request) -> dict[str, str]:
+    def _upstream_headers(self, request: Request, body: bytes | None) -> dict[str, str]:
         token = self.server.token.decode()
         headers = {}
         for name, value in request.headers.items():
@@ -225,9 +317,28 @@ class McpRoutes:
                 continue  # the relay's token, not the server's credentials
             headers[name] = value
         headers["host"] = self.relay.netloc
-        if request.method != "GET":
-            headers["content-length"] = str(len(request.body))
+        if body is not None:
+            headers["content-length"] = str(len(body))
         return headers
+
+
+def _merged(answer: Response, refusals: list[bytes]) -> Response:
+    """The server's answer to the rest of a batch with the relay's refusals added: into
+    its JSON array, as SSE events ahead of its stream, or as the whole answer where it
+    had none to give (202: the rest were notifications)."""
+    if answer.status == 202 or (answer.chunks is None and not answer.data.strip()):
+        return Response(200, b"[" + b",".join(refusals) + b"]", "application/json")
+    if answer.chunks is not None:
+        events = b"".join(b"event: message\ndata: " + r + b"\n\n" for r in refusals)
+        answer.chunks = itertools.chain([events], answer.chunks)
+        return answer
+    data = answer.data.strip()
+    if data.startswith(b"[") and data.endswith(b"]"):
+        rest = data[1:-1].strip()
+        answer.data = b"[" + b",".join([*refusals, *([rest] if rest else [])]) + b"]"
+    else:  # one object (or an error) for the whole of the rest
+        answer.data = b"[" + b",".join([*refusals, data]) + b"]"
+    return answer
 
 
 def _stream(upstream: http.client.HTTPConnection, answer: http.client.HTTPResponse) -> Any:
@@ -237,6 +348,14 @@ def _stream(upstream: http.client.HTTPConnection, answer: http.client.HTTPRespon
             yield chunk
     finally:
         upstream.close()
+
+
+def _abort(upstream: http.client.HTTPConnection) -> None:
+    """End a wait on `upstream` from another thread (its client has gone)."""
+    sock = upstream.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _watched(session: Session, chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -259,16 +378,21 @@ def _watched(session: Session, chunks: Iterator[bytes]) -> Iterator[bytes]:
 
 def _shown(session: Session, data: bytes) -> None:
     try:
-        session.from_server(_parsed(data))
+        session.from_server(parsed(data))
     except Exception as exc:  # fail open: the answer goes on unread
         say(f"{type(exc).__name__}: {exc}; a result not observed")
 
 
-def _parsed(body: bytes | None) -> Any:
+def _seconds(text: str | None) -> float:
+    if text is None:
+        return UPSTREAM_SECONDS
     try:
-        return loads(body) if body else None
-    except (ValueError, RecursionError):
-        return None
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 86400:
+        raise ValueError(f"--upstream-timeout {text!r}: seconds, above 0 and at most 86400")
+    return seconds
 
 
 def serve(args: Any) -> int:
@@ -288,7 +412,7 @@ def serve(args: Any) -> int:
         host, port, tls, loopback = listening(args)
         token = tokens.resolve(args.token)
         guard = McpGuard(args.config, args.state, _server_name(args.name))
-        relay = HttpRelay(guard, args.upstream, args.agent_id)
+        relay = HttpRelay(guard, args.upstream, args.agent_id, _seconds(args.upstream_timeout))
         server = GuardHTTPServer(
             (host, port), cast(Any, relay), token, tls=tls, check_host=loopback, routes=McpRoutes
         )

@@ -45,6 +45,21 @@
     ok: "nothing to do.",
   };
 
+  // How a person interrupts an agent, where its harness has a key for it.
+  const INTERRUPT = {
+    "claude-code": "press Esc in its Claude Code session",
+    "gemini-cli": "press Esc in its Gemini CLI session",
+    "qwen-code": "press Esc in its Qwen Code session",
+    codex: "press Esc in its Codex session",
+    droid: "press Esc in its droid session",
+    copilot: "press Esc in its Copilot CLI session",
+  };
+  const TODO = {
+    stopped: "refused stopAfterDenials times in a row; its harness was told to end it.",
+    capped: "used up maxCallsPerAgent: every call is refused.",
+    denied: "refused a repeat; the model was told why and usually changes course.",
+  };
+
   function repeated(agent) {
     const r = agent.repeat;
     if (!r || (!r.ran && !r.refused) || r.ran + r.refused < 2) return agent.lastTool || "-";
@@ -59,6 +74,13 @@
     return body;
   }
 
+  // One line cut to its cell's width, the whole text on hover.
+  function cut(tag, text, className, full) {
+    const node = el(tag, text, "cut" + (className ? " " + className : ""));
+    node.title = full === undefined ? String(text) : full;
+    return node;
+  }
+
   function agentRow(agent) {
     const row = el("tr", null, "agent");
     row.dataset.agent = agent.agent;
@@ -66,31 +88,73 @@
     const status = el("td");
     status.appendChild(el("span", agent.status, "badge " + agent.status));
     row.appendChild(status);
-    const who = el("td", null, "id");
-    who.appendChild(el("span", agent.session));
-    if (agent.subagent) who.appendChild(el("span", " / " + agent.subagent, "sub"));
+    // Named by its project (the last part of its working directory) and harness: a
+    // person with five terminals knows which one this is; the id is below, for reset.
+    const who = el("td");
+    const name = el("div", null, "named");
+    name.title = (agent.cwd ? agent.cwd : "no working directory given") +
+      (agent.harness ? " (" + agent.harness + ")" : "");
+    name.appendChild(el("span", agent.project || "(project unknown)", "project"));
+    name.appendChild(el("span", agent.harness || "harness unknown", "harness"));
+    who.appendChild(name);
+    const id = el("div", null, "id cut");
+    id.title = agent.agent;
+    id.appendChild(el("span", agent.session));
+    if (agent.subagent) id.appendChild(el("span", " / " + agent.subagent, "sub"));
+    who.appendChild(id);
     row.appendChild(who);
-    row.appendChild(el("td", agent.harness || "-"));
     row.appendChild(el("td", agent.cap ? agent.calls + "/" + agent.cap : agent.calls, "num"));
     row.appendChild(el("td", agent.topRepeat + "/" + agent.duplicateLimit, "num"));
     row.appendChild(el("td", agent.denials === null ? "-" : agent.denials, "num"));
-    const repeat = el("td", repeated(agent), "id repeat");
-    repeat.title = agent.lastTool ? "tool: " + agent.lastTool : "";
+    const repeat = el("td", null, "repeat");
+    const call = repeated(agent);
+    repeat.appendChild(cut("span", call, "id", call + (agent.lastTool ? " (tool: " + agent.lastTool + ")" : "")));
     row.appendChild(repeat);
-    const last = el("td", ago(agent.updated));
+    const last = el("td", ago(agent.updated), "last");
     last.title = when(agent.updated);
     row.appendChild(last);
     const cell = el("td");
-    const button = el("button", "reset", "reset");
+    cell.appendChild(resetButton(agent, "reset"));
+    row.appendChild(cell);
+    row.addEventListener("click", () => { selected = agent.agent; refresh(); });
+    return row;
+  }
+
+  function resetButton(agent, label) {
+    const button = el("button", label, "reset");
     button.title = "forget this agent's state: its next call starts afresh";
     button.addEventListener("click", (event) => {
       event.stopPropagation();
       if (confirm("Reset " + agent.agent + "? Its state is forgotten: its next call starts " +
                   "afresh (a stopped agent may run again).")) reset(agent.agent);
     });
-    cell.appendChild(button);
+    return button;
+  }
+
+  // For a refused, capped or stopped agent: what to do, in its own row under it.
+  function todoRow(agent) {
+    const row = el("tr", null, "todo " + agent.status);
+    row.dataset.agent = agent.agent;
+    const cell = el("td");
+    cell.colSpan = 8;
+    cell.appendChild(el("span", "What to do: ", "what"));
+    cell.appendChild(el("span", TODO[agent.status] + " "));
+    const how = INTERRUPT[agent.harness];
+    if (agent.status !== "stopped") {
+      cell.appendChild(el("span", "If it keeps on, " +
+        (how ? how : "interrupt it in its terminal") + ". "));
+    }
+    if (agent.transcript) {
+      cell.appendChild(el("span", "Its transcript: "));
+      cell.appendChild(el("code", agent.transcript, "transcript"));
+      cell.appendChild(el("span", ". "));
+    } else {
+      cell.appendChild(el("span", "Its harness gave no transcript path. "));
+    }
+    cell.appendChild(resetButton(agent, "reset here"));
+    cell.appendChild(el("span", agent.status === "denied"
+      ? " only if the refusal was wrong." : " to let it run again, with a changed task."));
     row.appendChild(cell);
-    row.addEventListener("click", () => { selected = agent.agent; refresh(); });
     return row;
   }
 
@@ -100,7 +164,12 @@
     $("count").textContent = data.total;
     const body = $("agents");
     const agents = data.agents.slice().sort((a, b) => RANK[a.status] - RANK[b.status]);
-    body.replaceChildren(...agents.map(agentRow));
+    body.replaceChildren(...agents.flatMap((agent) => {
+      if (agent.status === "ok") return [agentRow(agent)];
+      const row = agentRow(agent);
+      row.classList.add("todo-above");
+      return [row, todoRow(agent)];
+    }));
     const attention = agents.filter((a) => a.status !== "ok");
     const banner = $("attention");
     banner.hidden = !attention.length;
@@ -112,7 +181,7 @@
     if (!data.agents.length) {
       const row = el("tr");
       const cell = el("td", "no agents yet", "empty");
-      cell.colSpan = 9;
+      cell.colSpan = 8;
       row.appendChild(cell);
       body.appendChild(row);
     }
@@ -126,11 +195,12 @@
     const cells = el("div", null, "cells");
     const rows = el("tbody");
     const outcome = (event) => (event.allowed ? "ran" : "denied: " + event.kind + (event.stop ? ", stop" : ""));
+    const named = (event) => event.tool + (event.call ? ": " + event.call : "");
     // A run of identical calls (same tool, same outcome) is one cell with its count: a
     // capped agent would otherwise show 200 cells alike.
     const runs = [];
     for (const event of data.timeline) {
-      const key = event.reset ? "reset" : event.tool + " " + outcome(event);
+      const key = event.reset ? "reset" : named(event) + " (" + outcome(event) + ")";
       const run = runs[runs.length - 1];
       if (run && run.key === key && !event.reset) run.events.push(event);
       else runs.push({ key, events: [event] });
@@ -147,8 +217,13 @@
     }
     for (const event of data.timeline.slice(-50).reverse()) {
       const row = el("tr");
-      row.appendChild(el("td", when(event.time)));
-      row.appendChild(el("td", event.reset ? "(reset: " + event.reset + ")" : event.tool, "id"));
+      const time = el("td", when(event.time).slice(11));  // the day is on hover
+      time.title = when(event.time);
+      row.appendChild(time);
+      const what = event.reset ? "(reset: " + event.reset + ")" : named(event);
+      const name = el("td", null, "id");
+      name.appendChild(cut("span", what));
+      row.appendChild(name);
       row.appendChild(el("td", event.reset ? "" : outcome(event)));
       row.appendChild(el("td", event.reset ? "" : event.count + "/" + event.limit, "num"));
       rows.appendChild(row);

@@ -51,6 +51,7 @@ AGENTS_LISTED = 500  # most recently active agents /api/agents returns
 INCIDENTS_LISTED = 200  # incidents a first /api/incidents returns
 INCIDENT_READ = 1024 * 1024  # bytes of the incident log read per request, at most
 TOOL_NAME_KEPT = 200
+PATH_KEPT = 1000  # characters of a working directory or transcript path the page shows
 
 
 class CountingStore:
@@ -86,15 +87,17 @@ class CountingStore:
 class Activity:
     """One agent as this service saw it: for the page, never for a decision."""
 
-    __slots__ = ("denials", "harness", "last_denied", "repeat", "timeline")
+    __slots__ = ("cwd", "denials", "harness", "last_denied", "repeat", "timeline", "transcript")
 
     def __init__(self, harness: str) -> None:
         self.harness = harness
+        self.cwd = self.transcript = ""  # as its harness's events gave them: memory only
         self.denials = 0
         self.last_denied = False
         self.repeat = Repeat()  # its last call's preview (preview.py): memory only
-        # (time, tool, kind, count, limit, stop) per call, (time, why) per reset: tuples, since
-        # AGENTS_REMEMBERED x TIMELINE of them may be held.
+        # (time, tool, kind, count, limit, stop, preview) per call, (time, why) per reset:
+        # tuples, since AGENTS_REMEMBERED x TIMELINE of them may be held (a repeated
+        # call's preview is one string object, shared).
         self.timeline: deque[tuple[Any, ...]] = deque(maxlen=TIMELINE)
 
 
@@ -182,18 +185,23 @@ class Guard:
         elif isinstance(what, Call):
             if decision is not None:
                 self.metrics.decision(name, decision.kind, seconds, decision.stop)
-                self._saw(name, what, decision)
+                self._saw(name, what, decision, event)
         elif isinstance(what, Prompt):  # a result (Outcome) was recorded: nothing to show
             self.metrics.prompt(name, seconds)
             self._saw_prompt(name, what.agent, config)
         return Answer(b"" if answer is None else answer.encode())
 
-    def _saw(self, harness: str, call: Call, decision: Decision) -> None:
+    def _saw(self, harness: str, call: Call, decision: Decision, event: dict[str, Any]) -> None:
         config = self.harnesses.get(harness).config
         text = preview(call.arguments, config.ignore_args) if config.preview_arguments else ""
         with self._lock:
             activity = self._activity_of(call.agent, harness)
+            for field, key in (("cwd", "cwd"), ("transcript", "transcript_path")):
+                value = event.get(key)
+                if isinstance(value, str) and value:
+                    setattr(activity, field, value[:PATH_KEPT])
             activity.repeat.saw(call.tool[:TOOL_NAME_KEPT], text, decision.allowed)
+            text = activity.repeat.text  # the same string for every copy of the call
             activity.last_denied = not decision.allowed
             if not decision.allowed:
                 activity.denials += 1
@@ -205,6 +213,7 @@ class Guard:
                     decision.count,
                     decision.limit,
                     decision.stop,
+                    text,
                 )
             )
 
@@ -244,6 +253,7 @@ class Guard:
             else:
                 rows.append(self._row(agent, state))
         rows.sort(key=lambda r: r["updated"], reverse=True)
+        self._from_incidents(rows[:AGENTS_LISTED])
         return {
             "state": redacted(self.url),
             "total": len(rows),
@@ -264,6 +274,19 @@ class Guard:
             timeline = [_event_json(e) for e in activity.timeline] if activity else []
         return {"agent": row, "timeline": timeline}
 
+    def _from_incidents(self, rows: list[dict[str, Any]]) -> None:
+        """For refused agents this service never saw (command hooks share its store), what
+        the incident log says: the tool of their latest refusal, and that a command hook
+        made their calls (the log names no harness)."""
+        unseen = {r["agent"]: r for r in rows if r["harness"] is None and r["tripped"]}
+        if not unseen:
+            return
+        for record in self.incidents(None)["incidents"]:
+            row = unseen.get(str(record.get("agent")))
+            if row is not None and record.get("kind") != "stop":
+                row["harness"] = record.get("harness") or "command hook"
+                row["lastTool"] = record.get("tool")
+
     def _row(self, agent: str, state: AgentState) -> dict[str, Any]:
         row = describe(agent, state, self.config)
         with self._lock:
@@ -272,10 +295,14 @@ class Guard:
             repeat = activity.repeat.to_json() if activity and activity.repeat.tool else None
             timeline = reversed(activity.timeline) if activity else iter(())
             last_tool = next((e[1] for e in timeline if len(e) > 2), None)
+            cwd, transcript = (activity.cwd, activity.transcript) if activity else ("", "")
         session, _, subagent = agent.partition("/")
         row.update(
             session=session,
             subagent=subagent or None,
+            cwd=cwd or None,
+            project=os.path.basename(cwd.rstrip("/\\")) or cwd or None,
+            transcript=transcript or None,
             harness=seen[0] if seen else None,
             denials=seen[1] if seen else None,
             lastTool=last_tool,
@@ -334,10 +361,11 @@ class Guard:
 def _event_json(event: tuple[Any, ...]) -> dict[str, Any]:
     if len(event) == 2:
         return {"time": event[0], "reset": event[1]}
-    when, tool, kind, count, limit, stop = event
+    when, tool, kind, count, limit, stop, text = event
     return {
         "time": when,
         "tool": tool,
+        "call": text,
         "allowed": kind is None,
         "kind": kind,
         "count": count,

@@ -44,7 +44,7 @@ class Refused(Exception):
 class Request:
     """One parsed request head (the body, once read, in `body`)."""
 
-    __slots__ = ("body", "headers", "keep_alive", "method", "path", "query")
+    __slots__ = ("body", "headers", "http11", "keep_alive", "method", "path", "query")
 
     def __init__(self, method: str, target: str, version: str, headers: dict[str, str]) -> None:
         self.method = method
@@ -57,7 +57,8 @@ class Request:
             self.query = {}
         self.headers = headers
         connection = headers.get("connection", "").lower()
-        self.keep_alive = version == "HTTP/1.1" and "close" not in connection
+        self.http11 = version == "HTTP/1.1"
+        self.keep_alive = self.http11 and "close" not in connection
         self.body = b""
 
     def length(self, limit: int) -> int:
@@ -113,20 +114,22 @@ def response(
     close: bool = False,
     extra: tuple[tuple[str, str], ...] = (),
     streamed: bool = False,
+    chunked: bool = False,
 ) -> bytes:
     """A whole response: status line, our security headers on every one, and the body; or,
-    `streamed`, the head of one whose body follows until the connection closes."""
+    `streamed`, the head of one whose body follows, in chunks (`chunked`, HTTP/1.1: so a
+    stream cut short is not taken for a whole one) or until the connection closes."""
     if not extra and not streamed:  # the same few heads, answer after answer: made once
         before, after = _head(status, content_type, close)
         return b"%s%d%s%s" % (before, len(data), after, data)
-    return _response(status, data, content_type, close, extra, streamed)
+    return _response(status, data, content_type, close, extra, streamed, chunked)
 
 
 @lru_cache(maxsize=64)
 def _head(status: int, content_type: str | None, close: bool) -> tuple[bytes, bytes]:
     """A head without extra headers, in two parts: before the Content-Length value, and
     after it (the blank line included)."""
-    head = _response(status, b"", content_type, close, (), False)
+    head = _response(status, b"", content_type, close, (), False, False)
     before, _, after = head.partition(b"Content-Length: 0\r\n")
     return before + b"Content-Length: ", b"\r\n" + after
 
@@ -138,6 +141,7 @@ def _response(
     close: bool,
     extra: tuple[tuple[str, str], ...],
     streamed: bool,
+    chunked: bool,
 ) -> bytes:
     try:
         phrase = HTTPStatus(status).phrase
@@ -148,6 +152,8 @@ def _response(
         lines.append(f"Content-Type: {content_type}")
     if not streamed:
         lines.append(f"Content-Length: {len(data)}")
+    elif chunked:
+        lines.append("Transfer-Encoding: chunked")
     lines.extend(f"{name}: {value}" for name, value in (*SECURITY_HEADERS, *extra))
     if close or streamed:
         lines.append("Connection: close")

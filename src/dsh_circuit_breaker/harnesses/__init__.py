@@ -279,4 +279,12 @@ def target_module(name: str) -> CommandHook | Plugin:
 
 
 def targets() -> list[str]:
-    return [*PLUGIN_HARNESSES, *HARNESSES]
+    """The TARGETs of install, uninstall and doctor, sorted as `--help` lists them."""
+    return sorted([*PLUGIN_HARNESSES, *HARNESSES])
+
+
+def target_label(name: str) -> str:
+    """TARGET `name` as people write it (`Claude Code`, `Cline`, `pi`)."""
+    module = target_module(name)
+    plugin = getattr(module, "HARNESS", None)  # a plugin harness module's PluginHarness
+    return str(getattr(module, "LABEL", None) or getattr(plugin, "label", name))

@@ -107,7 +107,7 @@ def install(harness: Any, args: argparse.Namespace) -> int:
     try:
         settings = _ops(harness, "read_settings")(path)
     except _settings.SettingsError as exc:
-        return error(exc, FAILED)
+        return error(exc, exc.code)
     blocked = _conflicts(harness, path)
     if blocked:
         for reason in blocked:
@@ -123,7 +123,7 @@ def install(harness: Any, args: argparse.Namespace) -> int:
         print(f"{harness.LABEL}: already installed in {path}\n  hook command: {command}{results}")
         return 0
     saved = _settings.write_settings(path, wanted, backup=not args.no_backup)
-    note = f" (backup: {saved})" if saved else ""
+    note = _settings.backup_note(saved, not args.no_backup)
     print(f"{harness.LABEL}: installed in {path}{note}\n  hook command: {command}{results}")
     if getattr(harness, "NOTE", None):
         print(harness.NOTE)
@@ -147,18 +147,21 @@ def uninstall(harness: Any, args: argparse.Namespace) -> int:
     try:
         settings = _ops(harness, "read_settings")(path)
     except _settings.SettingsError as exc:
-        return error(exc, FAILED)
+        return error(exc, exc.code)
     if not _ops(harness, "our_commands")(settings) and not _http_hook.ours(settings):
         print(f"{harness.LABEL}: not installed in {path}; nothing changed")
         return 0
     cleaned = _ops(harness, "without_ours")(settings)
+    backup = not args.no_backup
     if cleaned == {}:  # it held nothing but us (install made it): nothing to back up
-        saved = _settings.remove_file(path, backup=False)
-    elif cleaned == getattr(harness, "EMPTY_FILE", None):  # a file of our own, now empty
-        saved = _settings.remove_file(path, backup=not args.no_backup)
+        _settings.remove_file(path, backup=False)
+        note = " (no backup: it held only our entries)"
     else:
-        saved = _settings.write_settings(path, cleaned, backup=not args.no_backup)
-    note = f" (backup: {saved})" if saved else ""
+        if cleaned == getattr(harness, "EMPTY_FILE", None):  # a file of our own, now empty
+            saved = _settings.remove_file(path, backup=backup)
+        else:
+            saved = _settings.write_settings(path, cleaned, backup=backup)
+        note = _settings.backup_note(saved, backup)
     print(f"{harness.LABEL}: removed from {path}{note}")
     return 0
 

@@ -138,7 +138,7 @@ def install(
         print(f"{harness.LABEL}: already installed in {path}\n{summary}")
         return 0
     saved = _settings.write_settings(path, wanted, backup=not args.no_backup)
-    note = f" (backup: {saved})" if saved else ""
+    note = _settings.backup_note(saved, not args.no_backup)
     print(f"{harness.LABEL}: installed in {path}{note}\n{summary}")
     return 0
 
@@ -176,21 +176,22 @@ def doctor(harness: Any, report: _doctor.Report, path: Path, settings: dict[str,
         )
         return True
     for url in dict.fromkeys(h["url"] for handlers in found.values() for h in handlers):
-        _probe(report, harness, url, token)
+        _probe(report, harness, url, token, starts[0] if starts else None)
     return True
 
 
-def _probe(report: _doctor.Report, harness: Any, url: str, token: str) -> None:
+def _probe(report: _doctor.Report, harness: Any, url: str, token: str, start: str | None) -> None:
     import uuid
 
     from .. import listener
     from ..address import probe_url
 
     parts = urllib.parse.urlsplit(url)
+    fix = _start_hint(harness, parts.netloc, start)
     try:  # the token and the probe go only to our own guard
         listener.verify(f"{parts.scheme}://{parts.netloc}", token)
     except listener.NotOurs as exc:
-        report.problem(str(exc), _FIX)
+        report.problem(str(exc), fix)
         return
     session = f"dsh-circuit-breaker-doctor-{uuid.uuid4().hex[:12]}"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -206,14 +207,14 @@ def _probe(report: _doctor.Report, harness: Any, url: str, token: str) -> None:
             with opener.open(request, timeout=_settings.HOOK_TIMEOUT) as response:
                 body = response.read(65536).decode("utf-8", "replace").strip()
         except urllib.error.HTTPError as exc:
-            report.problem(f"the guard at {url} answered HTTP {exc.code} on {name}", _FIX)
+            report.problem(f"the guard at {url} answered HTTP {exc.code} on {name}", fix)
             return
         except OSError as exc:
             reason = getattr(exc, "reason", exc)
             report.problem(
                 f"the guard does not answer at {url} ({reason}): Claude Code refuses every "
                 "prompt and tool call until it does",
-                _FIX,
+                fix,
             )
             return
         if body and body != "{}":
@@ -223,7 +224,17 @@ def _probe(report: _doctor.Report, harness: Any, url: str, token: str) -> None:
         report.ok(f"the guard answers at {url} ({name} in {elapsed:.1f} ms)")
 
 
-_FIX = (
-    "start it: `dsh-circuit-breaker serve --http ADDRESS` (a new session's SessionStart "
-    "hook starts it too)"
-)
+def _start_hint(harness: Any, address: str, start: str | None) -> str:
+    """How to start the guard the hooks ask: at their address, with the config and state
+    the installed start command names."""
+    import shlex
+
+    from ..invocation import options_of
+
+    config, state = options_of(start) if start else (None, None)
+    given = (("--config", config), ("--state", state))
+    options = "".join(f" {flag} {shlex.quote(value)}" for flag, value in given if value)
+    return (
+        f"start it: `dsh-circuit-breaker serve --http {address}{options}` (a new session's "
+        f"{harness.START_EVENT} hook starts it too)"
+    )

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from ..invocation import HOOK_PROGRAM, OLD_HOOK_PROGRAM, entry_point
-from ..usage import FAILED, error
+from ..usage import FAILED, USAGE, error
 from . import _jsonc
-from ._settings import SettingsError, write_text
+from ._settings import SettingsError, Unreadable, backup_note, restored_text, write_text
 
 RELAY_VERB = "mcp"
 STATE_FILE = "mcp-installs.json"  # in the state directory: entries installed without `args`
@@ -124,7 +124,17 @@ CLIENTS = {
 
 
 class McpInstallError(Exception):
-    """A file or option we must not act on; the message says what and where."""
+    """Options that do not name one file to act on; the message says what is wrong."""
+
+
+def _exit_code(exc: Exception) -> int:
+    """The one convention (usage.py): what the person gave (options, a config that does not
+    load, a path that cannot be read) is 2; a file we will not change is 1."""
+    from ..config import ConfigError
+
+    if isinstance(exc, SettingsError):
+        return exc.code
+    return USAGE if isinstance(exc, (ConfigError, McpInstallError)) else FAILED
 
 
 # -- arguments -----------------------------------------------------------------------------
@@ -136,7 +146,8 @@ def add_arguments(parser: argparse.ArgumentParser, action: str) -> None:
         nargs="?",
         metavar="CLIENT",
         choices=sorted(CLIENTS),
-        help="the MCP client whose config to change",
+        help=f"the MCP client whose config to {'check' if action == 'doctor' else 'change'}: "
+        f"{', '.join(sorted(CLIENTS))}",
     )
     parser.add_argument(
         "--file", metavar="FILE", help="any JSON file with an `mcpServers` object, instead"
@@ -186,14 +197,16 @@ def target(args: argparse.Namespace) -> tuple[str, Path, str]:
 def read(path: Path, key: str) -> tuple[str, dict[str, Any]]:
     """The file's text and its servers (key -> entry); SettingsError for a file we must
     not change."""
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        raise SettingsError(f"{path} is not a regular file; not touching it")
+    if path.is_symlink():
+        raise SettingsError(f"{path} is a link; not touching it")
+    if path.exists() and not path.is_file():
+        raise Unreadable(f"{path} is not a regular file; not touching it")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SettingsError(f"{path} does not exist: no servers to wrap") from None
+        raise Unreadable(f"{path} does not exist: no servers to wrap") from None
     except OSError as exc:
-        raise SettingsError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise Unreadable(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         data = _jsonc.loads(text)
     except ValueError as exc:
@@ -348,7 +361,7 @@ def install(args: argparse.Namespace) -> int:
                 changes[name] = new
             print(f"  {name}: {'wrapped' if ours is None else 'already wrapped'}")
     except (ConfigError, McpInstallError, SettingsError, ValueError) as exc:
-        return error(f"install mcp: {exc}", FAILED)
+        return error(f"install mcp: {exc}", _exit_code(exc))
     if not changes:
         print(
             f"{label}: already installed in {path}" if servers else f"{label}: no servers in {path}"
@@ -356,7 +369,7 @@ def install(args: argparse.Namespace) -> int:
         return 0
     saved = write_text(path, _jsonc.replace(text, key, changes), backup=not args.no_backup)
     _save_record(path, no_args)
-    note = f" (backup: {saved})" if saved else ""
+    note = backup_note(saved, not args.no_backup)
     print(f"{label}: {len(changes)} server(s) now run through the relay in {path}{note}")
     which = f"--file {shlex.quote(str(path))}" if args.file else args.client
     if args.project:
@@ -376,13 +389,16 @@ def uninstall(args: argparse.Namespace) -> int:
             if found is not None and relay_argv(found[1], found[2]) is not None:
                 changes[name] = unwrapped(entry, name not in no_args)
     except (McpInstallError, SettingsError, ValueError) as exc:
-        return error(f"uninstall mcp: {exc}", FAILED)
+        return error(f"uninstall mcp: {exc}", _exit_code(exc))
     if not changes:
         print(f"{label}: no server runs through the relay in {path}; nothing changed")
         return 0
-    saved = write_text(path, _jsonc.replace(text, key, changes), backup=not args.no_backup)
+    new = _jsonc.replace(text, key, changes)
+    # The user's own bytes where a backup holds exactly what is left (our relay the only change).
+    new = restored_text(path, _jsonc.loads(new), _jsonc.loads) or new
+    saved = write_text(path, new, backup=not args.no_backup)
     _save_record(path, no_args - set(changes))
-    note = f" (backup: {saved})" if saved else ""
+    note = backup_note(saved, not args.no_backup)
     print(f"{label}: {', '.join(changes)} put back as they were in {path}{note}")
     return 0
 
@@ -403,6 +419,8 @@ def doctor(args: argparse.Namespace) -> int:
         label, path, key = target(args)
         _, servers = read(path, key)
     except (McpInstallError, SettingsError, ValueError) as exc:
+        if _exit_code(exc) == USAGE:  # nothing to check: the options name no readable file
+            return error(f"doctor mcp: {exc}", USAGE)
         report.problem(str(exc))
         return report.finish()
     ours = {}

@@ -19,17 +19,29 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..config_file import ENV_TOKEN
 from ..invocation import is_ours
+from ..usage import FAILED, USAGE
 
 HOOK_TIMEOUT = 30  # seconds; the hook answers in milliseconds, its lock wait is 2 s
 
 
 class SettingsError(Exception):
-    """A settings file we must not touch (unreadable, not JSON, unexpected shape)."""
+    """A settings file we must not change (not JSON, an unexpected shape): a failed check,
+    said with exit status `code`."""
+
+    code = FAILED
+
+
+class Unreadable(SettingsError):
+    """A path given as a file that cannot be read as one (missing where one must exist, a
+    directory, a FIFO, no permission): bad input, as every command says it."""
+
+    code = USAGE
 
 
 def is_our_http(handler: Any) -> bool:
@@ -58,7 +70,7 @@ def read_json(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise SettingsError(f"{path} is not UTF-8 text; not changing it") from None
     except OSError as exc:
-        raise SettingsError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise Unreadable(f"cannot read {path}: {exc.strerror or exc}") from None
     if not text.strip():
         return {}
     try:
@@ -175,18 +187,39 @@ def backup_name(path: Path) -> Path:
     return saved
 
 
-def backed_up_today(path: Path) -> bool:
-    """Whether `path` has a backup from today (UTC): one a day is kept, the state before
-    that day's first change, rather than another file beside it at every install."""
-    today = time.strftime("%Y%m%d", time.gmtime())
-    return any(path.parent.glob(f"{glob.escape(path.name)}.bak-{today}T*"))
+MAX_BACKUPS_READ = 50  # the newest backups `restored_text` compares, most recent first
+
+
+def restored_text(
+    path: Path, data: dict[str, Any], loads: Callable[[str], Any] = json.loads
+) -> str | None:
+    """The text of the newest backup of `path` that holds exactly `data` (read with
+    `loads`): the bytes the user had, where our entries were the only change since (None:
+    no such backup)."""
+    from ..files import read_regular
+
+    backups = sorted(path.parent.glob(f"{glob.escape(path.name)}.bak-*"), key=_made, reverse=True)
+    for backup in backups[:MAX_BACKUPS_READ]:
+        try:
+            text = read_regular(str(backup), MAX_SETTINGS_BYTES).decode("utf-8")
+            if loads(text) == data:
+                return text
+        except (OSError, ValueError):  # not ours to judge: look at the next one
+            continue
+    return None
+
+
+def _made(backup: Path) -> tuple[str, int]:
+    """When `backup_name` made it: its stamp, then its `-N` (`-10` after `-9`)."""
+    stamp, _, n = backup.name.rpartition(".bak-")[2].partition("-")
+    return stamp, int(n) if n.isdigit() else 0
 
 
 def write_text(path: Path, text: str, backup: bool = True) -> Path | None:
     """Replace `path` with `text` atomically, keeping its mode (new files: owner-only);
-    returns the backup made of the old file, if one was (at most one a day)."""
+    returns the backup made of the old file, if one was (before every change)."""
     saved = None
-    if path.exists() and backup and not backed_up_today(path):
+    if path.exists() and backup:
         saved = backup_name(path)
         shutil.copy2(path, saved)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -207,7 +240,7 @@ def write_text(path: Path, text: str, backup: bool = True) -> Path | None:
 def remove_file(path: Path, backup: bool = True) -> Path | None:
     """Delete `path`; returns the backup made of it, if any."""
     saved = None
-    if backup and not backed_up_today(path):
+    if backup:
         saved = backup_name(path)
         shutil.copy2(path, saved)
     path.unlink()
@@ -215,4 +248,16 @@ def remove_file(path: Path, backup: bool = True) -> Path | None:
 
 
 def write_settings(path: Path, data: dict[str, Any], backup: bool = True) -> Path | None:
-    return write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", backup)
+    """Write `data` to `path`: as the user's own text where a backup holds exactly it
+    (an uninstall gives back the file as it was, not merely equal JSON), else indented."""
+    text = restored_text(path, data)
+    if text is None:
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return write_text(path, text, backup)
+
+
+def backup_note(saved: Path | None, backup: bool) -> str:
+    """What the command says of its backup: its name, or why there is none."""
+    if saved is not None:
+        return f" (backup: {saved})"
+    return " (no backup: --no-backup)" if not backup else ""

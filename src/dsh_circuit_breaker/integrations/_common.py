@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from .._log import warn
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
-from ..stores import MemoryStore
+from ..stores import MemoryStore, StoreUnavailable
 
 T = TypeVar("T")
 Call = tuple[Any, str, Any]  # (agent, tool, arguments), as the check was asked
@@ -177,6 +177,8 @@ def safe_reset(breaker: CircuitBreaker, agent: Any) -> None:
     """`breaker.reset` that never raises into the host (fail open)."""
     try:
         breaker.reset(agent)
+    except StoreUnavailable as exc:  # an outage, not a bug: one line, no traceback
+        warn("dsh-circuit-breaker: could not reset agent state: state store unavailable (%s)", exc)
     except Exception:
         warn("dsh-circuit-breaker: could not reset agent state", exc_info=True)
 

@@ -60,7 +60,11 @@ class Single:
 
 class Cluster:
     """A Redis Cluster, found from any of its `seeds`: the slot map comes from `CLUSTER
-    SLOTS` on first use and after a node is lost; a MOVED updates the one slot."""
+    SLOTS` on first use and after a node is lost; a MOVED updates the one slot.
+
+    Safe under threads without a lock: a reader takes the map once (`self._slots` may be
+    replaced by another thread's `lost` or refresh at any moment, never emptied in
+    place), and a MOVED writes one slot of a map that keeps its length."""
 
     reroutes = True
 
@@ -69,30 +73,35 @@ class Cluster:
         self._slots: list[Address | None] = []
 
     def address(self, key: bytes | None, query: Query) -> Address:
-        if not self._slots:
-            self._refresh(query)
         if key is None:
             return self.masters(query)[0]
-        owner = self._slots[key_slot(key)]
+        slot = key_slot(key)
+        owner = self._map(query)[slot]
         if owner is None:  # the cluster has no node for this slot right now
-            raise TopologyError(f"no cluster node serves slot {key_slot(key)}")
+            raise TopologyError(f"no cluster node serves slot {slot}")
         return owner
 
     def masters(self, query: Query) -> list[Address]:
-        if not self._slots:
-            self._refresh(query)
-        return list(dict.fromkeys(a for a in self._slots if a is not None))
+        found = list(dict.fromkeys(a for a in self._map(query) if a is not None))
+        if not found:
+            raise TopologyError("the cluster serves no slot")
+        return found
 
     def moved(self, slot: int, address: Address) -> None:
-        if self._slots:
-            self._slots[slot] = address
+        slots = self._slots
+        if slots:
+            slots[slot] = address
         if address not in self._seeds:
             self._seeds.append(address)
 
     def lost(self, address: Address) -> None:
         self._slots = []
 
-    def _refresh(self, query: Query) -> None:
+    def _map(self, query: Query) -> list[Address | None]:
+        slots = self._slots
+        return slots if slots else self._refresh(query)
+
+    def _refresh(self, query: Query) -> list[Address | None]:
         failures = []
         for seed in list(self._seeds):
             try:
@@ -100,11 +109,12 @@ class Cluster:
             except (OSError, ConnectionError) as exc:
                 failures.append(f"{seed[0]}:{seed[1]}: {exc}")
                 continue
-            self._slots = _slot_map(reply, seed)
-            for address in self._slots:
+            slots = _slot_map(reply, seed)
+            for address in slots:
                 if address is not None and address not in self._seeds:
                     self._seeds.append(address)
-            return
+            self._slots = slots
+            return slots
         raise ConnectionError("no cluster node answered (" + "; ".join(failures) + ")")
 
 

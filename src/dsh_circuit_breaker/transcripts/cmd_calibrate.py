@@ -12,9 +12,12 @@ transcripts favour it. Loops whose recorded results moved (a poll at work) are
 counted apart: refusing them is what resultProgress is for.
 
 A second grid, over stopAfterDenials (--stop-after) and the budgets given with --tool-limit,
-each on top of the current config, shows the stops: a loop is *ended* when the stop falls
-inside its streak; a run stopped anywhere else is listed as a possible false stop. A stop
-saves the calls the agent went on to make after it, and the time to its last call.
+each on top of the current config, shows the stops. A stop is for a loop the agent *kept
+on*: it repeated the call more than --left-within times after the breaker's first refusal
+inside the loop. One it left by itself within that (the refused call and one more, then
+an answer to the user) is a run a stop would cut short, not a loop to end. A kept-on loop is *ended* when the stop falls inside its streak; a run
+stopped anywhere else, a loop left by itself included, is listed as a possible false stop.
+A stop saves the calls the agent went on to make after it, and the time to its last call.
 """
 
 from __future__ import annotations
@@ -111,6 +114,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a run loops when one identical call runs N times back to back (default 8)",
     )
     parser.add_argument(
+        "--left-within",
+        type=int_in(1, MAX_CANDIDATE),
+        default=2,
+        metavar="N",
+        help="a loop whose call the agent repeats at most N times from the first refusal on "
+        "is one it left by itself: a stop there is a false stop (default 2)",
+    )
+    parser.add_argument(
         "--same-result-limits",
         type=_ints,
         default=[8, 12],
@@ -144,14 +155,15 @@ class Outcome:
     non_loop_runs: list[dict[str, Any]] = field(default_factory=list)
     loop_runs: list[dict[str, Any]] = field(default_factory=list)
     stops: StopTotals = field(default_factory=StopTotals)
-    loops_ended: int = 0  # loops whose streak holds the stop
+    loops_kept_on: int = 0  # loops the agent went on repeating after refusals (a stop's)
+    loops_ended: int = 0  # kept-on loops whose streak holds the stop
     stop_at: Counter[int] = field(default_factory=Counter)  # calls from a loop's start
     non_loop_stopped: list[dict[str, Any]] = field(default_factory=list)
     non_loop_stopped_count: int = 0
 
-    def add(self, run: AgentRun, index: int, loop: tuple[int, int] | None) -> None:
+    def add(self, run: AgentRun, index: int, loop: tuple[int, int] | None, left: int) -> None:
         track = run.tracks[index]
-        self._add_stop(run, index, loop)
+        self._add_stop(run, index, loop if self.kept_on(run, index, loop, left) else None)
         fmt = self.by_format.setdefault(run.transcript.format, Counter())
         self.runs += 1
         fmt["runs"] += 1
@@ -200,9 +212,20 @@ class Outcome:
                     }
                 )
 
+    @staticmethod
+    def kept_on(run: AgentRun, index: int, loop: tuple[int, int] | None, left: int) -> bool:
+        """Whether the agent repeated the loop's call more than `left` times from the first
+        refusal inside it on (a loop it left by itself within that is none for a stop)."""
+        if loop is None:
+            return False
+        first = run.tracks[index].first_in(*loop)
+        return first is not None and loop[1] - first + 1 > left
+
     def _add_stop(self, run: AgentRun, index: int, loop: tuple[int, int] | None) -> None:
+        """`loop`: the run's loop if the agent kept it on, else None."""
         track = run.tracks[index]
         self.stops.add(track)
+        self.loops_kept_on += loop is not None
         if track.stop is None:
             return
         at = track.stop["call"]
@@ -248,6 +271,7 @@ class Outcome:
             "non_loop_runs_denied": self.non_loop_denied,
             "by_format": {k: dict(v) for k, v in sorted(self.by_format.items())},
             **self.stops.to_json(),
+            "loops_kept_on": self.loops_kept_on,
             "loops_ended_by_stop": self.loops_ended,
             "stop_at_median": self.median_stop_at(),
             "stop_at_max": max(self.stop_at) if self.stop_at else None,
@@ -384,13 +408,13 @@ class Calibrate(Command):
         return self.progress
 
     def head(self) -> dict[str, Any]:
-        return {"loop_streak": self.args.loop_streak}
+        return {"loop_streak": self.args.loop_streak, "left_within": self.args.left_within}
 
     def add(self, run: AgentRun) -> dict[str, Any] | None:
         self.progress.tick()
         loop = run.loop(self.args.loop_streak)
         for index, outcome in enumerate(self.outcomes):
-            outcome.add(run, index, loop)
+            outcome.add(run, index, loop, self.args.left_within)
         if not (self.args.json and self.args.runs):
             return None
         row = run.to_json()
@@ -494,7 +518,7 @@ def _print_stops(outcomes: list[Outcome]) -> None:
             str(outcome.config.stop_after_denials),
             str(stops.runs_stopped),
             str(outcome.non_loop_stopped_count),
-            f"{outcome.loops_ended} of {outcome.loops}",
+            f"{outcome.loops_ended} of {outcome.loops_kept_on}",
             "-" if median is None else f"{median} (max {max(outcome.stop_at)})",
             str(stops.calls_saved),
             seconds(stops.time_saved if stops.timed else None),
@@ -505,8 +529,10 @@ def _print_stops(outcomes: list[Outcome]) -> None:
             cells += [str(stops.runs_with_budget_denial), text]
         table.row(cells)
     print(
-        "\nNO-LOOP STOPPED: runs stopped outside a back-to-back loop (possible false stops; "
-        "--json lists them). LOOPS ENDED: loops with the stop inside them, of all loops. "
+        "\nNO-LOOP STOPPED: runs stopped outside a loop the agent kept on, a loop it left by "
+        "itself included (possible false stops; --json lists them). LOOPS ENDED: loops with "
+        "the stop inside them, of the loops the agent kept on (the call repeated more than "
+        "--left-within times from the first refusal on). "
         "STOP AT: calls from a loop's start to the stop, the median (and the most). "
         "CALLS SAVED: calls the agents made after the stop; TIME SAVED: from the stop to the "
         "agent's last call."

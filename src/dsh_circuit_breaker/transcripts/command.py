@@ -6,14 +6,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 from ..config import Config
+from ..usage import error
 from .analysis import AgentRun, runs_of
-from .model import Problems, Writer
-from .options import ReplayConfig, config_or_exit, inputs_or_exit, pipe_safe, transcripts
+from .model import Problems, Transcript, Writer
+from .options import (
+    ReplayConfig,
+    config_or_exit,
+    inputs_or_exit,
+    pipe_safe,
+    skipped,
+    transcripts,
+)
 from .output import JsonReport, Table
+from .sources import SUFFIXES
 
 Column = tuple[str, int, str]
 
@@ -79,8 +88,8 @@ class Command:
 
 
 def runner(command: type[Command]) -> Callable[[argparse.Namespace], int]:
-    """The `run(args)` of a subcommand: exit 2 for a bad config, a missing path or what
-    `ready` refuses, else the command's status."""
+    """The `run(args)` of a subcommand: exit 2 for a bad config, a missing path, what
+    `ready` refuses or paths that held no transcript, else the command's status."""
 
     @pipe_safe
     def run(args: argparse.Namespace) -> int:
@@ -95,8 +104,9 @@ def runner(command: type[Command]) -> Callable[[argparse.Namespace], int]:
         report = JsonReport(out, this.name, this.head()) if args.json else None
         columns = this.table_columns()
         table = Table(out, columns) if report is None and columns else None
+        read = _Counted(transcripts(args, problems))
         runs = runs_of(
-            transcripts(args, problems),
+            read,
             this.configs_for,
             stats_config=this.config,
             show_args=this.show_args,
@@ -119,6 +129,32 @@ def runner(command: type[Command]) -> Callable[[argparse.Namespace], int]:
             report.close({**this.tail(), "problems": problems.to_json()})
         else:
             this.summary(problems)
+        if not read.count:
+            return _nothing_read(this.name, args.paths, problems)
         return status
 
     return run
+
+
+class _Counted:
+    """The transcripts, counted as they are read."""
+
+    def __init__(self, items: Iterator[Transcript]) -> None:
+        self.items = items
+        self.count = 0
+
+    def __iter__(self) -> Iterator[Transcript]:
+        for item in self.items:
+            self.count += 1
+            yield item
+
+
+def _nothing_read(name: str, paths: list[str], problems: Problems) -> int:
+    """Exit 2 when no file was a transcript: a report of 0 runs would read as "no loops"."""
+    where = ", ".join(paths)
+    if problems.count:
+        why = f"{skipped(problems.count)}, none recognized"
+    else:
+        why = f"no {', '.join(SUFFIXES)} file found"
+    hints = "".join(f"; {note.removeprefix('note: ')}" for note in sorted(problems.notes))
+    return error(f"{name}: no transcript read from {where} ({why}){hints}")

@@ -5,8 +5,9 @@ The results line: whether observing results (docs/results.md) does better than t
 alone, by the same measures, loops whose results moved counted apart.
 
 The duplicate rule: the fewest runs denied without a loop (possible false positives)
-first, then the most loops stopped. The stop: the fewest runs stopped outside a loop, then
-the most loops ended. A tie keeps the current config, else takes the most lenient (the
+first, then the most loops stopped. The stop: the fewest runs stopped outside a loop the
+agent kept on (one it left by itself is no loop for a stop), then the most such loops
+ended. A tie keeps the current config, else takes the most lenient (the
 larger duplicateLimit, the larger stopAfterDenials): runs that hold no healthy repetition
 cannot show what a tighter setting would deny, so stopping sooner is no reason alone.
 """
@@ -27,6 +28,7 @@ class Tried(Protocol):
     loops: int
     loops_stopped: int
     non_loop_denied: int
+    loops_kept_on: int  # loops the agent went on repeating after refusals
     loops_ended: int
     non_loop_stopped_count: int
     moving_loops: int  # loops whose recorded results moved
@@ -68,8 +70,11 @@ def duplicate_rule(tried: list[Tried]) -> str:
 
 def stop(tried: list[Tried]) -> str:
     """The line for the stop grid; `tried[0]` is the current config."""
-    if not tried[0].loops:
-        return "Stop: none of these runs loops, so they cannot tell which stopAfterDenials suits."
+    if not tried[0].loops_kept_on:
+        return (
+            "Stop: no agent in these runs kept on looping after refusals, so they cannot tell "
+            "which stopAfterDenials suits."
+        )
     best = min(
         range(len(tried)),
         key=lambda i: (
@@ -81,7 +86,7 @@ def stop(tried: list[Tried]) -> str:
     )
     pick = tried[best]
     why = (
-        f"it ends {pick.loops_ended} of {pick.loops} loops"
+        f"it ends {pick.loops_ended} of {pick.loops_kept_on} loops the agent kept on"
         + (f", {pick.median_stop_at()} calls in (median)" if pick.loops_ended else "")
         + ", and "
         + (
