@@ -126,8 +126,10 @@ KINDS: dict[str, list[str]] = {
 ACCEPTED = {
     ("install", "--settings", "missing"),
     ("install", "--hooks-file", "missing"),
+    ("install", "--config-file", "missing"),  # Kimi CLI's and Hermes Agent's settings file
     ("uninstall", "--settings", "missing"),
     ("uninstall", "--hooks-file", "missing"),
+    ("uninstall", "--config-file", "missing"),
     ("dsh-package", "--out", "missing"),  # the package directory is created
     ("uninstall", "--dsh-home", "missing"),  # no DSH home: nothing installed, nothing to do
 }

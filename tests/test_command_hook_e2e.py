@@ -334,7 +334,7 @@ def poll(h: Harness, script: str, i: int) -> Block:
     return h.shell(f"sh {script}", f"Poll the job, check {i}")
 
 
-@scenario("results")
+@scenario("moving_results")
 def test_a_poll_whose_output_moves_runs_past_six_copies(harness: Harness) -> None:
     h = harness
     with_results(h)
@@ -383,7 +383,7 @@ def test_an_interleaved_frozen_poller_is_refused_at_the_seventh_copy(harness: Ha
     check_one_duplicate(h, outcome)
 
 
-@scenario("results")
+@scenario("moving_results")
 def test_a_cycle_runs_on_while_a_result_moves_and_is_refused_frozen(harness: Harness) -> None:
     # SPEC rule 5 with the defaults. A read of the same notes alternated with a poll whose
     # output moves: four rounds (eight calls, more than three rounds) all run. Then the

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from dsh_circuit_breaker.cjson import loads
 from hook_support import denial, hook_env, make_read_only, pre_tool_use, prompt_submit, run_hook
 from support.streams import readline
 
@@ -150,8 +151,16 @@ def test_an_event_our_parser_refuses_is_judged_as_the_harness_reads_it(
     allowed = [done.stdout == "" for done in plain_runs]
     assert False in allowed
     assert [done.stdout == "" for done in odd_runs] == allowed
+    try:  # Python 3.12's parser reads 1,200 levels, 3.10's and 3.11's do not
+        loads(odd)
+        strict = True
+    except (ValueError, RecursionError):
+        strict = False
     for done in odd_runs:
         assert done.returncode == 0
+        if strict:  # read as any event: nothing to say
+            assert done.stderr == "", done.stderr
+            continue
         assert done.stderr.count("\n") == 1 and "judged as read" in done.stderr, done.stderr
         assert done.stderr.startswith("dsh-circuit-breaker: hook: ")
 

@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, int]] = [
     ("commands", 3),
     ("cli", 3),
     ("demo", 3),
+    ("demo_http", 3),
     ("dsh.package", 3),
     ("transcripts.cmd_", 3),
     ("guard", 2),

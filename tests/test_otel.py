@@ -329,7 +329,7 @@ def test_attributes_name_no_argument_and_bound_every_text() -> None:
     from dsh_circuit_breaker import CircuitBreaker, Config
     from dsh_circuit_breaker.telemetry import MAX_TEXT, attributes
 
-    config = Config(duplicate_limit=1)
+    config = Config(duplicate_limit=2)
     breaker = CircuitBreaker(config, export=False)
     tool = "t" * 10_000
     breaker.check("agent", tool, {"secret": SECRET})

@@ -972,6 +972,10 @@ class KimiCli(Harness):
     not_in: ClassVar[dict[str, str]] = {
         "subagent": "a subagent runs in its parent's session and its events name nothing "
         "else: tests/test_command_hook_quirks.py pins that down",
+        "moving_results": "Kimi fires PostToolUse without waiting for it, so a result can "
+        "come after the next copy's PreToolUse; the rules then judge both copies as if "
+        "their results never came (SPEC's parallel calls), and a moving poll may be refused "
+        "at its 6th copy (docs/kimi-cli.md, Known limits)",
     }
 
     @classmethod
