@@ -143,6 +143,12 @@ def _kimi_cli() -> CommandHook:
     return kimi_cli
 
 
+def _mistral_vibe() -> CommandHook:
+    from . import mistral_vibe
+
+    return mistral_vibe
+
+
 def _openhands() -> FrameworkHook:
     from . import openhands
 
@@ -199,6 +205,7 @@ HARNESSES: dict[str, Callable[[], CommandHook]] = {
     "droid": _droid,
     "copilot": _copilot,
     "kimi-cli": _kimi_cli,
+    "mistral-vibe": _mistral_vibe,
 }
 # Command hooks that a framework's program puts in its own hook config: `hook --harness`.
 FRAMEWORK_HOOKS: dict[str, Callable[[], FrameworkHook]] = {"openhands": _openhands}
