@@ -179,4 +179,8 @@ def conflicts(path: Path) -> list[str]:
         return []  # reported where the file is read
     ours = {HOOK_NAME + e for e in (*SETTINGS_EVENTS, *POST_EVENTS)}
     taken = sorted({t["name"] for t in tables if not _is_ours(t) and t.get("name") in ours})
-    return [f"{path}: a hook of its own is named {name!r}, our hook's name" for name in taken]
+    return [
+        f"{path}: a hook that is not ours is named {name!r}, the name ours takes "
+        "(Vibe runs one hook of a name)"
+        for name in taken
+    ]
