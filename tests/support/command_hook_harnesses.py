@@ -1073,8 +1073,10 @@ class Hermes(Harness):
     refusal_prefix = '{"error": "'  # Hermes gives the model the block reason as a JSON error
     env_prefixes = ("OPENAI_", "HERMES_", *PROXY_VARS, *(v.lower() for v in PROXY_VARS))
     not_in: ClassVar[dict[str, str]] = {
-        "subagent": "not driven yet: delegate_task runs the child under a session id of its "
-        "own (keyed apart by it), but no scenario script for its child was written",
+        "subagent": "delegate_task from the top-level agent runs its child in the background "
+        "(background: false too): the parent goes on at once and `hermes chat -q` ends with "
+        "it, cutting the child off after a few calls, so the scenario's waiting parent cannot "
+        "be scripted; the child runs under a session id of its own, keyed apart",
     }
 
     @classmethod
