@@ -1,8 +1,8 @@
 """An Agno agent with the circuit breaker (docs/agno.md).
 
 The agent is asked to run one search ten times, as the DSH probe asks for one command:
-the tool runs six times, calls 7 to 9 get the breaker's text as their error result, and
-the 9th, the third refusal in a row, stops the agent (`StopAgentRun`: no further model
+the tool runs five times, calls 6 to 8 get the breaker's text as their error result, and
+the 8th, the third refusal in a row, stops the agent (`StopAgentRun`: no further model
 request). It prints each tool result, then why the run stopped (or the model's answer).
 
     pip install '.[agno]' anthropic

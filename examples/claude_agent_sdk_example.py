@@ -1,7 +1,7 @@
 """A Claude Agent SDK agent with the circuit breaker (docs/claude-agent-sdk.md).
 
-The agent is asked to run one command ten times (the DSH probe): Bash runs it six times,
-calls 7 to 9 get the breaker's text as their error result, and the 9th, the third refusal
+The agent is asked to run one command ten times (the DSH probe): Bash runs it five times,
+calls 6 to 8 get the breaker's text as their error result, and the 8th, the third refusal
 in a row, ends the session (the CLI's own stop; the transcript records why). It prints
 each tool result, then how the session ended (or the model's answer).
 

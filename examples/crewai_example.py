@@ -1,7 +1,7 @@
 """A CrewAI crew with the circuit breaker (docs/crewai.md).
 
 The agent is asked to run one search ten times, as the DSH probe asks for one command:
-the tool runs six times, calls 7 to 9 get the breaker's text as their result, and the 9th,
+the tool runs five times, calls 6 to 8 get the breaker's text as their result, and the 8th,
 the third refusal in a row, stops the agent (`CrewAIStopped`, raised before its next model
 request). It prints each tool result, then why the crew stopped (or its answer).
 
@@ -35,9 +35,10 @@ def search(query: str) -> str:
     """Search the web."""
     global searches
     searches += 1
-    # A result of its own each time: CrewAI ends a task by itself at the 5th call with the
-    # same arguments and the same result.
-    return f"3 results for {query!r} (search {searches})"
+    # A result of its own each time, in the time it took: CrewAI ends a task by itself at
+    # the 5th call with the same arguments and the same text; the breaker masks durations,
+    # so to it the result has not moved (a moving one would count as progress).
+    return f"3 results for {query!r} in 0.{searches}s"
 
 
 @after_tool_call

@@ -1,8 +1,8 @@
 """A DSPy ReAct agent with the circuit breaker (docs/dspy.md).
 
 The agent is asked to run one search ten times, as the DSH probe asks for one command:
-the tool runs six times, calls 7 to 9 get the breaker's text as their observation, and
-the 9th, the third refusal in a row, stops the agent (`CircuitBreakerStop`, raised past
+the tool runs five times, calls 6 to 8 get the breaker's text as their observation, and
+the 8th, the third refusal in a row, stops the agent (`CircuitBreakerStop`, raised past
 ReAct: no further model request). It prints what the model read in its last request (the
 trajectory, each tool result in it), then why the run stopped (or the model's answer).
 

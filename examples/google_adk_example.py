@@ -1,8 +1,8 @@
 """A Google ADK agent with the circuit breaker (docs/google-adk.md).
 
 The agent is asked to run one search ten times, as the DSH probe asks for one command:
-the tool runs six times, calls 7 to 9 get `{"error": <the breaker's text>}` as their
-function response, and the 9th, the third refusal in a row, stops the agent: the plugin
+the tool runs five times, calls 6 to 8 get `{"error": <the breaker's text>}` as their
+function response, and the 8th, the third refusal in a row, stops the agent: the plugin
 answers its next model request with why. It prints each function response, then why the
 run stopped (or the model's answer).
 

@@ -1,8 +1,8 @@
 """A LlamaIndex agent workflow with the circuit breaker (docs/llamaindex.md).
 
 The agent is asked to run one search ten times, as the DSH probe asks for one command:
-the tool runs six times, calls 7 and 8 get the breaker's text as their error result, and
-the 9th, the third refusal in a row, stops the agent (`LlamaIndexStopped`, raised out of
+the tool runs five times, calls 6 and 7 get the breaker's text as their error result, and
+the 8th, the third refusal in a row, stops the agent (`LlamaIndexStopped`, raised out of
 the workflow's call_tool step: no further model request). It prints each tool result,
 then why the run stopped (or the model's answer).
 

@@ -1,9 +1,10 @@
 """A server built with the official MCP Python SDK, with the circuit breaker as middleware
 (docs/mcp.md).
 
-Its one tool, `search`, runs until the client's agent has repeated the same call six times
-with nothing new in between; from the 7th, the call never reaches the tool and the client
-gets an error result whose text is the breaker's. An MCP client starts it over stdio:
+Its one tool, `search`, runs until the client's agent has made the same call five times
+with nothing new in between (and the same result each time); from the 6th, the call never
+reaches the tool and the client gets an error result whose text is the breaker's. An MCP
+client starts it over stdio:
 
     pip install '.[mcp]'
     # in the client's config (mcpServers): the server named "search"

@@ -1,8 +1,8 @@
 """An OpenAI Agents SDK agent with the circuit breaker (docs/openai-agents.md).
 
 The agent is asked to run one search ten times, as the DSH probe asks for one command:
-the tool runs six times, calls 7 and 8 get the breaker's text as their output, and the
-9th, the third refusal in a row, trips the guardrail, which ends the run. It prints each
+the tool runs five times, calls 6 and 7 get the breaker's text as their output, and the
+8th, the third refusal in a row, trips the guardrail, which ends the run. It prints each
 tool output the model was sent, then why the run stopped (or the model's answer).
 
     pip install '.[openai-agents]'

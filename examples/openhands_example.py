@@ -1,17 +1,18 @@
 """An OpenHands SDK agent with the circuit breaker (docs/openhands.md).
 
 The agent is asked to run one search ten times, as the DSH probe asks for one command:
-the tool runs six times, calls 7 to 9 are refused by the breaker's hook (OpenHands sends
-the model `Action rejected: <the breaker's text>`), and the 9th, the third refusal in a
+the tool runs five times, calls 6 to 8 are refused by the breaker's hook (OpenHands sends
+the model `Action rejected: <the breaker's text>`), and the 8th, the third refusal in a
 row, stops the agent: the conversation is paused, no further model request. It prints each
 tool result, then why the run stopped (or the model's answer).
 
     pip install '.[openhands]'    # Python 3.12 or later
     OPENAI_API_KEY=... python examples/openhands_example.py [--model openai/gpt-4o]
 
-The search answers a little differently each time (a fetch counter), as a live search
+The search answers a little differently each time (the time it took), as a live search
 does: OpenHands' own stuck detection ends a run after four identical action-observation
-pairs, and only an identical result would trip it. The breaker counts identical calls.
+pairs, and only an identical result would trip it. The breaker counts identical calls, and
+masks durations before comparing results, so to it the result has not moved.
 The LLM is LiteLLM's; OPENAI_BASE_URL, if set, is where it sends its requests (the tests
 point it at a scripted model on 127.0.0.1).
 """
@@ -52,9 +53,7 @@ class SearchObservation(Observation):
 
 class Search(ToolExecutor[SearchAction, SearchObservation]):
     def __call__(self, action: SearchAction, conversation: Any = None) -> SearchObservation:
-        return SearchObservation.from_text(
-            f"3 results for {action.query!r} (fetch {next(fetches)})"
-        )
+        return SearchObservation.from_text(f"3 results for {action.query!r} in {next(fetches)}ms")
 
 
 class SearchTool(ToolDefinition[SearchAction, SearchObservation]):

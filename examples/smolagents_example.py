@@ -1,8 +1,8 @@
 """A smolagents agent with the circuit breaker (docs/smolagents.md).
 
 The agent is asked to run one search ten times, as the DSH probe asks for one command:
-the tool runs six times, calls 7 to 9 get the breaker's text as their observation, and
-the 9th, the third refusal in a row, stops the agent (`agent.interrupt()`: no further
+the tool runs five times, calls 6 to 8 get the breaker's text as their observation, and
+the 8th, the third refusal in a row, stops the agent (`agent.interrupt()`: no further
 model request; `run` raises `CircuitBreakerStop`). It prints each tool result, then why
 the run stopped (or the model's answer).
 

@@ -94,6 +94,16 @@ def refusal(kind: str, count: int, limit: int) -> str:
     return json.dumps({"error": text}, separators=(",", ":"))
 
 
+# Rule 5's refusal of two calls in turn that answer the same every round: at the 7th.
+CYCLE_TEXT = render(DEFAULT_MESSAGES["cycle"], "run_commands", "duplicate", 3, 3, 2)
+CYCLE = json.dumps({"error": CYCLE_TEXT}, separators=(",", ":"))
+# Where a model that alternates `a` and `b` whatever it is told is refused (0-based): the
+# 7th call (the frozen cycle); then, the count of each call going on under resetOnNewCall,
+# the 12th (`b`'s 6th copy), and from the 14th on. What runs between is the other call.
+ALTERNATING_REFUSED = {6: CYCLE, 11: refusal("duplicate", 6, 6)}
+ALTERNATING_RAN = ["a", "b"] * 3 + ["b", "a", "b", "a", "a"]  # calls 1-6, 8-11, 13
+
+
 def results_in_next_requests(model: FakeOpenAI, calls: list[dict[str, Any]]) -> list[str]:
     return [model.result_in_next_request(call["id"]).text for call in calls]
 
@@ -142,19 +152,19 @@ def test_a_repeated_cycle_is_refused_then_the_breaker_stops_the_run(
     cline: Path, installed: Installed, stop_after: int | None
 ) -> None:
     # Two calls in turn: never five identical in a row, so Cline's own guard lets it go on.
+    # Each answers the same every time: a frozen cycle, refused at its 7th call (rule 5).
     run = Run(installed, None if stop_after is None else {"stopAfterDenials": stop_after})
     side = run.work / "side.txt"
     calls = [run_commands(f"echo {'ab'[i % 2]} >> {side}") for i in range(24)]
     with FakeOpenAI([*calls, "All attempted."]) as model:
         events = run(model, "Run the probe.")
-    # Each call runs 6 times after the other one's latest first run (resetOnNewCall): 13
-    # run, then each is refused.
-    assert side_lines(side) == ["a", "b"] * 6 + ["a"]
+    assert side_lines(side) == ALTERNATING_RAN
     refusals = 3 if stop_after is None else stop_after
     last = 13 + (refusals or 3)  # the call that ended the run (a stop, or Cline's own limit)
     texts = results_in_next_requests(model, calls[: last - 1])
+    assert {i: texts[i] for i in ALTERNATING_REFUSED} == ALTERNATING_REFUSED
     assert texts[13:] == [refusal("duplicate", 6, 6)] * (last - 14)
-    assert not [t for t in texts[:13] if "Circuit breaker" in t]
+    assert [i for i, t in enumerate(texts[:13]) if "Circuit breaker" in t] == [6, 11]
     # No model request after the call that ended the run.
     assert len(model.model_requests) == last
     assert finish_reason(events) == "aborted"
@@ -170,7 +180,7 @@ def test_a_repeated_cycle_is_refused_then_the_breaker_stops_the_run(
     assert (incident["kind"], incident["tool"], incident["count"]) == (
         "duplicate",
         "run_commands",
-        6,
+        3,  # the first refusal, the cycle's: 3 rounds
     )
     assert incident["agent"] == root_agent(events)
     if refusals:
@@ -193,10 +203,11 @@ def test_a_repeated_cycle_is_refused_then_the_breaker_stops_the_run(
         assert stop == []
 
 
-@pytest.mark.parametrize("limit", [None, 3])
+@pytest.mark.parametrize("limit", [None, 4])
 def test_identical_calls_in_a_row(cline: Path, installed: Installed, limit: int | None) -> None:
     # The probe, ten identical calls: Cline's own guard ends the run at the fifth, before
-    # the breaker's default limit of six; with duplicateLimit 4 the breaker refuses first.
+    # the breaker's default refusal of the sixth; with duplicateLimit 4 the breaker refuses
+    # the fourth, first.
     run = Run(installed, None if limit is None else {"duplicateLimit": limit})
     side = run.work / "side.txt"
     calls = [run_commands(f"echo cbprobe4 >> {side}") for _ in range(10)]
@@ -210,15 +221,16 @@ def test_identical_calls_in_a_row(cline: Path, installed: Installed, limit: int 
         assert run.incident_lines() == []
     else:
         assert side_lines(side) == ["cbprobe4"] * 3
-        assert results_in_next_requests(model, calls[3:4]) == [refusal("duplicate", 3, 3)]
-        assert [i["count"] for i in run.incident_lines()] == [3]
+        assert results_in_next_requests(model, calls[3:4]) == [refusal("duplicate", 4, 4)]
+        assert [i["count"] for i in run.incident_lines()] == [4]
 
 
 def test_with_result_progress_a_moving_poll_runs_on_and_a_frozen_one_is_refused(
     cline: Path, installed: Installed
 ) -> None:
-    # The plugin's afterTool reports each allowed call's result. Cline ends a run at the
-    # fifth identical call in a row itself, so duplicateLimit 4 here: four copies of each.
+    # The plugin's afterTool reports each allowed call's result (by default). Cline ends a
+    # run at the fifth identical call in a row itself, so duplicateLimit 4 here: four copies
+    # of each, the frozen poll's 4th refused.
     run = Run(installed, {**CONFIG, "duplicateLimit": 4})
     moving, frozen = run.work / "moving.count", run.work / "frozen.count"
     calls = [run_commands(poll(moving, True)) for _ in range(4)]
@@ -229,9 +241,9 @@ def test_with_result_progress_a_moving_poll_runs_on_and_a_frozen_one_is_refused(
     texts = results_in_next_requests(model, calls)
     assert [f"step {n}" in t for n, t in enumerate(texts[:4])] == [True] * 4
     assert runs(moving) == 4
-    assert [t == refusal("duplicate", 3, 3) for t in texts[4:]] == refused(3, 4)
+    assert [t == refusal("duplicate", 4, 4) for t in texts[4:]] == refused(4, 4)
     assert runs(frozen) == 3
-    assert [i["count"] for i in run.incident_lines()] == [3]
+    assert [i["count"] for i in run.incident_lines()] == [4]
 
 
 def test_healthy_edit_test_cycle_is_never_denied(cline: Path, installed: Installed) -> None:
@@ -277,30 +289,33 @@ def test_a_looping_subagent_is_stopped_while_its_parent_goes_on(
         if done == 0:  # the parent: delegate, then run the very same cycle itself
             task = {"systemPrompt": "You run commands.", "task": SUBAGENT_MARK}
             return function_call("spawn_agent", task)
-        return loop(done - 1, "parent") if done <= 12 else "Parent: done."
+        # Three rounds of the same cycle: as many as may run, for an agent of its own.
+        return loop(done - 1, "parent") if done <= 6 else "Parent: done."
 
     with FakeOpenAI([], after=respond) as model:
         events = run(model, "PARENT-TASK: delegate the loop, then run it yourself.")
     calls = [c for c in model.tool_uses() if c["name"] == "run_commands"]
     child = [c for c in calls if c["input"]["commands"][0].endswith("# child")]
     parent = [c for c in calls if c["input"]["commands"][0].endswith("# parent")]
-    # The child: 13 run, the 14th and 15th refused, the 16th stops it (its third refusal in
-    # a row; Cline's own limit for a subagent is six), and it is not asked again.
+    # The child: refused at its 7th (the frozen cycle) and 12th, then the 14th and 15th,
+    # and the 16th stops it (its third refusal in a row; Cline's own limit for a subagent
+    # is six), and it is not asked again.
     assert len(child) == 16
     child_texts = results_in_next_requests(model, child[:15])
-    assert not [t for t in child_texts[:13] if "Circuit breaker" in t]
+    assert {i: child_texts[i] for i in ALTERNATING_REFUSED} == ALTERNATING_REFUSED
+    assert [i for i, t in enumerate(child_texts) if "Circuit breaker" in t] == [6, 11, 13, 14]
     assert child_texts[13:] == [refusal("duplicate", 6, 6)] * 2
     assert len([b for b in model.model_requests if is_child(b)]) == 16
     # The parent gets the child's end as spawn_agent's result, and goes on: it ran the
-    # same two commands twelve times, an agent of its own, never refused.
+    # same two commands in turn six times, an agent of its own, never refused.
     (spawn,) = [c for c in model.tool_uses() if c["name"] == "spawn_agent"]
     (spawned_text,) = [r.text for r in model.tool_results() if r.call_id == spawn["id"]]
     spawned = json.loads(spawned_text)
     assert (spawned["finishReason"], spawned["iterations"]) == ("aborted", 16)
-    assert len(parent) == 12
+    assert len(parent) == 6
     assert not [t for t in results_in_next_requests(model, parent) if "Circuit breaker" in t]
     assert finish_reason(events) == "completed"
-    assert len(side_lines(side)) == 13 + 12  # what ran: the child's 13, the parent's 12
+    assert len(side_lines(side)) == 11 + 6  # what ran: the child's 11, the parent's 6
     # The child's first duplicate and its stop; Cline logs the stop text as its run's end.
     incident, stop = run.incident_lines()
     assert (incident["kind"], stop["kind"]) == ("duplicate", "stop")
@@ -329,7 +344,7 @@ def test_the_leads_run_on_its_teammates_report_keeps_counting(
     # the lead's count goes on.
     run = Run(installed)
     side = run.work / "side.txt"
-    cycle = [run_commands(f"echo {w} >> {side}") for _ in range(6) for w in "ab"]
+    cycle = [run_commands(f"echo {w} >> {side}") for _ in range(3) for w in "ab"]
     after = [run_commands(f"echo {w} >> {side}") for w in "aba"]
     lead = [
         function_call("team_spawn_teammate", {"agentId": "helper", "rolePrompt": "You help."}),
@@ -354,7 +369,10 @@ def test_the_leads_run_on_its_teammates_report_keeps_counting(
         results = results_in_next_requests(model, after)
     reports = [m for body in model.model_requests for m in body.get("messages") or []]
     assert any("System-delivered teammate async run updates" in json.dumps(m) for m in reports)
-    # The 7th `a` is the 6th since `b`'s first (new) call, and runs; then two refusals.
-    assert side_lines(side) == ["a", "b"] * 6 + ["a"]
-    assert results[1:] == [refusal("duplicate", 6, 6)] * 2
+    # Three rounds of `a` `b` ran, each answering the same: the next run's first call, an
+    # `a`, would start a 4th round, and is refused (rule 5); a reset would have let it run.
+    # Then `b` and `a` are no longer the cycle's next: they run.
+    assert side_lines(side) == ["a", "b"] * 3 + ["b", "a"]
+    assert results[0] == CYCLE
+    assert not [t for t in results[1:] if "Circuit breaker" in t]
     assert finish_reason(events) == "completed"

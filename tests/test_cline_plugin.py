@@ -198,7 +198,7 @@ def test_a_new_run_of_the_main_agent_starts_it_afresh(tmp_path: Path) -> None:
     assert out[0] == {"setup": "ok"}
     decisions = [skipped(o) for o in out[1:]]
     assert decisions == [False, False, False, True, False, False, True, False, True, False, False]
-    assert out[4]["reason"].startswith("Circuit breaker: NOT run, a repeat (runs: 2, limit: 2)")
+    assert out[4]["reason"].startswith("Circuit breaker: NOT run, a repeat (copies: 3, limit: 3)")
     incidents = tmp_path / "state" / "dsh-circuit-breaker" / "incidents.jsonl"
     agents = [json.loads(line)["agent"] for line in incidents.read_text().splitlines()]
     assert agents == ["agent_1", "agent_1/agent_2"]
@@ -224,7 +224,7 @@ def test_the_third_refusal_in_a_row_also_stops_the_run(tmp_path: Path) -> None:
     out = drive(tmp_path, [call(ROOT)] * 5 + [call(ROOT, "echo new")], configFile=str(config))
     out = out["out"][1:]
     assert out[0] is None
-    refused = "Circuit breaker: NOT run, a repeat (runs: 1, limit: 1): this run_commands"
+    refused = "Circuit breaker: NOT run, a repeat (copies: 2, limit: 2): this run_commands"
     assert [o["reason"].startswith(refused) for o in out[1:3]] == [True, True]
     assert [sorted(o) for o in out[1:3]] == [["reason", "skip"]] * 2
     # From the third refusal in a row on, Cline's `stop` ends the run and its `reason` (the

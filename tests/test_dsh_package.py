@@ -122,11 +122,11 @@ def test_dsh_plugin_add_installs_the_package_offline_and_the_breaker_guards(
     assert len(side.read_text().splitlines()) == 3
     results = run.model.tool_results()
     assert [r.is_error for r in results] == [False] * 3 + [True] * 2
-    expected = render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 3, 3)
-    assert results[3].text == "Error: " + expected
+    expected = render(DEFAULT_MESSAGES["duplicate"], "bash", "duplicate", 4, 4)
+    assert results[3].text == "Error: " + expected  # the 4th copy, the limit's, is refused
     [start] = run.starts()
     assert start["pluginFile"] == str(installed.plugin)
-    assert start["config"]["duplicateLimit"] == 3
+    assert start["config"]["duplicateLimit"] == 4
 
     removed = plugin_manager(session, "remove", NPM_NAME)
     assert removed.returncode == 0, removed.stdout + removed.stderr

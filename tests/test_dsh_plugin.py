@@ -90,7 +90,7 @@ def results_logged(events: list[dict[str, Any]]) -> list[str]:
 AGAIN = "A new task: just say done."
 
 
-def test_a_call_repeated_forever_runs_six_times_then_the_agent_is_stopped(
+def test_a_call_repeated_forever_runs_five_times_then_the_agent_is_stopped(
     session: DshSession,
 ) -> None:
     side = session.work / "side.txt"
@@ -104,23 +104,23 @@ def test_a_call_repeated_forever_runs_six_times_then_the_agent_is_stopped(
 
     run = session.run([], after=model, more_prompts=[AGAIN])
 
-    assert ran(side) == 6
-    # The 7th and 8th are refused; the 9th is refused and the agent stopped: its turn ends
-    # with no model request after that call (9 requests, then the next prompt's).
+    assert ran(side) == 5
+    # The 6th and 7th are refused; the 8th is refused and the agent stopped: its turn ends
+    # with no model request after that call (8 requests, then the next prompt's).
     first, second = run.results
     requests = run.model.model_requests
-    assert len(requests) == 9 + 1
-    assert AGAIN in json.dumps(requests[9]["messages"][-1])
+    assert len(requests) == 8 + 1
+    assert AGAIN in json.dumps(requests[8]["messages"][-1])
     assert first.finish_reason == "aborted"
     assert turn_ends(first.events) == [
         {"kind": "aborted", "reason": {"kind": "hook", "reason": stop_text(3, 3)}}
     ]
     # The stopping call's refusal stays in the session's history: the session logs it,
     # and the next prompt's request carries it to the model.
-    assert results_logged(first.events)[6:] == [denial(6, 6)] * 3
+    assert results_logged(first.events)[5:] == [denial(6, 6)] * 3
     results = run.model.tool_results()
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 3
-    assert [r.text for r in results[6:]] == [denial(6, 6)] * 3
+    assert [r.is_error for r in results] == [False] * 5 + [True] * 3
+    assert [r.text for r in results[5:]] == [denial(6, 6)] * 3
     # The session is not broken: the person's next prompt is answered (and starts the
     # agent afresh, resetOnUserPrompt).
     assert (second.finish_reason, second.final_response) == ("completed", "Done.")
@@ -133,6 +133,28 @@ def test_a_call_repeated_forever_runs_six_times_then_the_agent_is_stopped(
     assert "cbprobe4" not in log.read_text()  # no argument content on disk
     assert [s["ok"] for s in run.starts()] == [True]
     assert run.warnings() == []
+
+
+def test_the_probe_on_the_default_install_its_sixth_call_is_denied(
+    session: DshSession, installed: Installed
+) -> None:
+    # The original plugin's contract, on the install a DSH user makes (`install dsh`, no
+    # config): asked to run `echo cbprobe4` ten times, "the sixth call was denied".
+    install_dsh(installed, session)
+    side = session.work / "side.txt"
+    run = session.run([probe(i, side) for i in range(1, 11)])
+
+    assert ran(side) == 5
+    results = run.model.tool_results()
+    assert [r.is_error for r in results] == [False] * 5 + [True] * 2
+    assert results[5].text == denial(6, 6)  # the sixth: 6 copies, limit 6
+    # The 8th, the third refusal in a row, stops the agent: logged, sent to no model.
+    assert results_logged(run.result.events)[5:] == [denial(6, 6)] * 3
+    assert len(run.model.model_requests) == 8
+    assert run.result.finish_reason == "aborted"
+    assert turn_ends(run.result.events) == [
+        {"kind": "aborted", "reason": {"kind": "hook", "reason": stop_text(3, 3)}}
+    ]
 
 
 TITLE_PROMPT = "Create a concise title"
@@ -178,14 +200,14 @@ def test_headless_dsh_ends_the_task_with_the_stop_reason(session: DshSession) ->
         agent_requests = [
             b for b in fake.model_requests if TITLE_PROMPT not in json.dumps(b.get("system"))
         ]
-        assert len(agent_requests) == 9  # none after the stopping call
+        assert len(agent_requests) == 8  # none after the stopping call
         plain = headless(session, fake)
-    assert ran(side) == 6 + 6  # two tasks, two sessions: each agent ran the call 6 times
+    assert ran(side) == 5 + 5  # two tasks, two sessions: each agent ran the call 5 times
 
     events = [json.loads(line) for line in streamed.stdout.splitlines()]
     results = [e for e in events if e["type"] == "tool_result"]
-    assert [r["status"] for r in results] == ["completed"] * 6 + ["error"] * 3
-    assert [r["result"] for r in results[6:]] == [denial(6, 6)] * 3
+    assert [r["status"] for r in results] == ["completed"] * 5 + ["error"] * 3
+    assert [r["result"] for r in results[5:]] == [denial(6, 6)] * 3
     assert events[-2:] == [
         {
             "type": "status",
@@ -209,10 +231,11 @@ def test_stop_after_denials_zero_refuses_and_never_stops(session: DshSession) ->
 
     assert run.result.final_response == "All done."
     assert run.result.finish_reason == "completed"
-    assert ran(side) == 6
+    # The original plugin's probe: "the sixth call was denied", and every one after it.
+    assert ran(side) == 5
     results = run.model.tool_results()
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 4
-    assert [r.text for r in results[6:]] == [denial(6, 6)] * 4
+    assert [r.is_error for r in results] == [False] * 5 + [True] * 5
+    assert [r.text for r in results[5:]] == [denial(6, 6)] * 5
     assert [line["kind"] for line in incidents(log)] == ["duplicate"]
 
 
@@ -227,11 +250,11 @@ def test_override_row_in_later_layer_configures_installed_plugin(
     side = session.work / "side.txt"
     run = session.run([probe(i, side) for i in range(1, 6)])
 
-    assert ran(side) == 3
+    assert ran(side) == 3  # the 4th copy is the limit's
     assert [r.is_error for r in run.model.tool_results()] == [False] * 3 + [True] * 2
-    assert run.model.tool_results()[3].text == denial(3, 3)
+    assert run.model.tool_results()[3].text == denial(4, 4)
     start = run.starts()[0]
-    assert start["config"]["duplicateLimit"] == 3
+    assert start["config"]["duplicateLimit"] == 4
     assert start["python"] == python()  # from the sidecar: the override dropped `python`
 
 
@@ -271,7 +294,8 @@ def test_with_result_progress_a_moving_poll_runs_on_and_a_frozen_one_is_refused(
     assert [r.text.strip() for r in results[:COPIES]] == [f"step {n}" for n in range(COPIES)]
     assert runs(moving) == COPIES
     assert [r.text == denial(6, 6) for r in results[COPIES:]] == refused()
-    assert runs(frozen) == 6
+    assert [r.text.strip() for r in results[COPIES:]][:5] == ["step"] * 5
+    assert runs(frozen) == 5
     assert run.warnings() == []
 
 
@@ -289,7 +313,7 @@ def test_denial_is_final_even_if_an_outer_listener_overrules_it(session: DshSess
     assert len(overruled.read_text().splitlines()) == 2  # it did rewrite both denials
     assert [r.is_error for r in run.model.tool_results()] == [False, False, True, True]
     assert ran(side) == 2
-    assert run.model.tool_results()[2].text == denial(2, 2)
+    assert run.model.tool_results()[2].text == denial(3, 3)
 
 
 def test_cap_refuses_every_further_call_but_exempt_tools_pass(session: DshSession) -> None:
@@ -429,7 +453,7 @@ def test_a_new_user_prompt_starts_the_agent_afresh(session: DshSession, reset: b
         # two calls are the agent's 2nd and 3rd refusals in a row, and the 3rd stops it
         # (its refusal is logged, but no model request follows it).
         assert errors == [False, False, True, True]
-        assert results_logged(run.results[1].events)[-1] == denial(2, 2)
+        assert results_logged(run.results[1].events)[-1] == denial(3, 3)
         assert run.results[1].finish_reason == "aborted"
 
 

@@ -4,8 +4,8 @@ MCP server example: started over stdio by the official MCP client, as a client w
 Each one asks its agent to run one call ten times (the DSH probe). The program talks to
 the scripted server on 127.0.0.1 through its framework's real provider client, told only
 by the provider's own base-URL variable; the test then reads, in the requests the model
-got, that calls 1 to 6 ran and calls 7 and 8 were answered with the breaker's text (with
-the error flag, where the API has one), that no request followed the 9th call (the third
+got, that calls 1 to 5 ran and calls 6 and 7 were answered with the breaker's text (with
+the error flag, where the API has one), that no request followed the 8th call (the third
 refusal in a row stops the agent), and that the program printed why it stopped.
 """
 
@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from conftest import require
+from dsh_circuit_breaker import Config
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from sandbox import scratch_env
 from support.fake_anthropic import FakeAnthropic, tool_use
@@ -32,7 +33,11 @@ from support.fake_smolagents import FakeSmolagents
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-ANSWER = "Six searches ran."
+ANSWER = "Five searches ran."
+# The default duplicateLimit: the LIMIT-th identical call is the first refused (the denial
+# counts it among the copies), so RAN calls run before it.
+LIMIT = Config().duplicate_limit
+RAN = LIMIT - 1
 TIMEOUT = 50  # seconds for one program; under the suite's per-test timeout, to say which
 SEARCH = ("search", {"query": "cbprobe"})
 
@@ -129,14 +134,16 @@ RUNS = {
     "strands_example.py": Example("strands", ANTHROPIC, [SEARCH] * 10, "3 results"),
     "google_adk_example.py": Example("google.adk", GEMINI, [SEARCH] * 10, "3 results"),
     # CrewAI ends a task itself at the 5th identical call with an identical result, so the
-    # example's search answers a little differently each time (it still says "3 results").
+    # example's search answers a little differently each time (it still says "3 results"),
+    # only in the time it took, which the breaker masks: to it, the result has not moved.
     "crewai_example.py": Example(
         "crewai", OPENAI, [SEARCH] * 10, "3 results", env=tuple(CREWAI_OFFLINE.items())
     ),
     "llamaindex_example.py": Example("llama_index.llms.openai", OPENAI, [SEARCH] * 10, "3 results"),
     "semantic_kernel_example.py": Example("semantic_kernel", OPENAI, [SEARCH] * 10, "3 results"),
     # OpenHands runs the breaker's command hook and frames its reason; like CrewAI, it ends a
-    # run itself on identical results (at the 4th), so the example's search varies its own.
+    # run itself on identical results (at the 4th), so the example's search varies its own
+    # (in the time it took, as CrewAI's).
     "openhands_example.py": Example(
         "openhands.sdk",
         OPENAI,
@@ -179,7 +186,7 @@ def test_every_example_is_run_here() -> None:
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 @pytest.mark.parametrize("name", sorted(SERVERS))
-def test_server_example_refuses_the_seventh_call(name: str, mode: str, tmp_path: Path) -> None:
+def test_server_example_refuses_the_sixth_call(name: str, mode: str, tmp_path: Path) -> None:
     require(importlib.util.find_spec("mcp") is not None, f"the mcp client for {name}")
     require(importlib.util.find_spec(SERVERS[name]) is not None, f"{SERVERS[name]} for {name}")
     import asyncio
@@ -194,13 +201,14 @@ def test_server_example_refuses_the_seventh_call(name: str, mode: str, tmp_path:
 
     async def calls() -> list[Any]:
         async with Client(server, mode=mode) as client:
-            return [await client.call_tool("search", {"query": "cbprobe"}) for _ in range(8)]
+            probe = {"query": "cbprobe"}
+            return [await client.call_tool("search", probe) for _ in range(RAN + 2)]
 
     results = asyncio.run(asyncio.wait_for(calls(), TIMEOUT))
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 2
-    assert [r.content[0].text for r in results[:6]] == ["3 results for 'cbprobe'"] * 6
-    denial = DEFAULT_MESSAGES["duplicate"].format(tool="search", count=6, limit=6)
-    assert [r.content[0].text for r in results[6:]] == [denial] * 2
+    assert [r.is_error for r in results] == [False] * RAN + [True] * 2
+    assert [r.content[0].text for r in results[:RAN]] == ["3 results for 'cbprobe'"] * RAN
+    denial = DEFAULT_MESSAGES["duplicate"].format(tool="search", count=LIMIT, limit=LIMIT)
+    assert [r.content[0].text for r in results[RAN:]] == [denial] * 2
 
 
 @pytest.mark.parametrize("name", EXAMPLES_RUN)
@@ -209,7 +217,7 @@ def test_example_runs_and_its_model_reads_the_refusals(name: str, tmp_path: Path
     require(importlib.util.find_spec(example.module) is not None, f"{example.module} for {name}")
     provider = example.provider
     tool = example.calls[0][0]
-    denial = DEFAULT_MESSAGES["duplicate"].format(tool=tool, count=6, limit=6)
+    denial = DEFAULT_MESSAGES["duplicate"].format(tool=tool, count=LIMIT, limit=LIMIT)
     stop = render(DEFAULT_MESSAGES["stop"], tool, "duplicate", 3, 3)
     (tmp_path / "home").mkdir()
     with provider.server([provider.call(*c) for c in example.calls] + [ANSWER]) as fake:
@@ -228,14 +236,14 @@ def test_example_runs_and_its_model_reads_the_refusals(name: str, tmp_path: Path
         results = provider.results(fake)
         assert not fake.errors
     assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stderr[-3000:]}"
-    # The 9th call's refusal, the third in a row, stopped the agent: no request carried it.
-    assert len(results) == 8, [r.text[:80] for r in results]
-    ran, refused = results[:6], results[6:]
+    # The 8th call's refusal, the third in a row, stopped the agent: no request carried it.
+    assert len(results) == RAN + 2, [r.text[:80] for r in results]
+    ran, refused = results[:RAN], results[RAN:]
     assert all(example.output in r.text for r in ran), [r.text for r in ran]
     assert all(r.text == example.prefix + denial for r in refused), [r.text for r in refused]
     if ran[0].is_error is not None:
         flag = example.error_flag
-        assert [r.is_error for r in results] == [False] * 6 + [flag] * 2
+        assert [r.is_error for r in results] == [False] * RAN + [flag] * 2
     printed = done.stdout.splitlines()
     assert sum(denial in line for line in printed) >= 2, done.stdout
     assert printed[-1].startswith("stopped:"), done.stdout

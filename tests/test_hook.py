@@ -54,6 +54,7 @@ def test_probe_five_run_the_sixth_denied_with_exact_shape(tmp_path: Path) -> Non
     assert len(lines) == 2
     incident, stop = (json.loads(line) for line in lines)
     assert incident["agent"] == stop["agent"] == "sess-1"
+    assert incident["harness"] == stop["harness"] == "claude-code"  # the live page names it
     assert (incident["kind"], incident["tool"], incident["count"]) == ("duplicate", "Bash", 6)
     assert (stop["kind"], stop["tool"], stop["count"], stop["limit"]) == ("stop", "Bash", 3, 3)
 

@@ -60,13 +60,13 @@ def web_tools(ran: list[str]) -> list[Any]:
     return [search, web_search]
 
 
-def test_loop_is_refused_after_six() -> None:
+def test_loop_is_refused_at_the_sixth_copy() -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of)) as server:
         out = run(
             agent(server, [scenario.search_function(ran)], circuit_breaker_middleware()), "find it"
         )
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_loop(server, False)
     assert out.text == scenario.GIVE_UP
     assert stop_reason(out) is None
@@ -93,12 +93,12 @@ def test_a_looping_agent_is_stopped_at_its_third_refusal() -> None:
         out = run(
             agent(server, [scenario.search_function(ran)], circuit_breaker_middleware()), "find it"
         )
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_stop(server, False)
     assert stop_reason(out) == STOP_REASON
-    # The refusal answers the 9th call: the response's last message is that result.
+    # The refusal answers the 8th call: the response's last message is that result.
     (result,) = out.messages[-1].contents
-    assert result.type == "function_result" and result.call_id == "loop-8"
+    assert result.type == "function_result" and result.call_id == f"loop-{scenario.RUNS + 2}"
     scenario.assert_loop_refusal(str(result.result))
 
 
@@ -107,8 +107,8 @@ def test_stop_after_denials_zero_keeps_the_plain_refusals() -> None:
     middleware = circuit_breaker_middleware(config=Config(stop_after_denials=0))
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of, give_up_after=5)) as server:
         out = run(agent(server, [scenario.search_function(ran)], middleware), "find it")
-    assert ran == ["same"] * 6
-    assert len(server.model_requests) == 12
+    assert ran == ["same"] * scenario.RUNS
+    assert len(server.model_requests) == scenario.RUNS + 5 + 1  # five refusals, then the answer
     assert out.text == scenario.GIVE_UP and stop_reason(out) is None
 
 
@@ -124,7 +124,7 @@ def test_a_web_search_budget_of_12_refuses_the_13th() -> None:
 
 def test_an_agent_used_as_a_tool_has_its_own_state_and_its_stop_ends_only_its_run() -> None:
     # The parent searches 4 times, then calls a child agent (as_tool) that loops forever on
-    # the same search. reset_on_new_call=False: a shared state would refuse the child's 3rd.
+    # the same search. reset_on_new_call=False: a shared state would refuse the child's 2nd.
     ran: list[str] = []
     middleware = circuit_breaker_middleware(CircuitBreaker(Config(reset_on_new_call=False)))
 
@@ -148,10 +148,10 @@ def test_an_agent_used_as_a_tool_has_its_own_state_and_its_stop_ends_only_its_ru
         )
         parent = agent(server, [scenario.search_function(ran), tool], middleware, name="parent")
         out = run(parent, "go")
-    assert ran == ["same"] * 10  # 4 for the parent, 6 for the child
+    assert ran == ["same"] * (4 + scenario.RUNS)  # 4 for the parent, 5 for the child
     child_requests = [b for b in server.model_requests if is_child(b)]
-    assert len(child_requests) == 9  # the child was stopped after its 9th call
-    scenario.assert_loop_refusal(server.result_in_next_request("c-6").text)
+    assert len(child_requests) == scenario.RUNS + 3  # the child was stopped after its 8th call
+    scenario.assert_loop_refusal(server.result_in_next_request(f"c-{scenario.RUNS}").text)
     assert out.text == "parent done" and stop_reason(out) is None
 
 
@@ -180,9 +180,10 @@ def two_runs_in_one_session(middleware: Any) -> list[str]:
 
 def test_each_run_starts_fresh_unless_state_should_follow_the_session() -> None:
     keep = circuit_breaker_middleware(config=Config(reset_on_user_prompt=False))
-    assert len(two_runs_in_one_session(keep)) == 6  # the second run's first call is refused
+    # The second run's first call is refused.
+    assert len(two_runs_in_one_session(keep)) == scenario.RUNS
     fresh = circuit_breaker_middleware()
-    assert len(two_runs_in_one_session(fresh)) == 12
+    assert len(two_runs_in_one_session(fresh)) == 2 * scenario.RUNS
     assert list(fresh[0].breaker.store.agents()) == []  # each run's state dropped at its end
 
 

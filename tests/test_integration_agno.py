@@ -77,7 +77,7 @@ def run(a: Any, prompt: str, mode: str = "sync") -> Any:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six(provider: str, mode: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy(provider: str, mode: str) -> None:
     fake, tag = PROVIDERS[provider]
     ran: list[str] = []
     with fake(after=scenario.wire_loop(fake.results_of, tag=tag)) as server:
@@ -86,10 +86,13 @@ def test_loop_is_refused_after_six(provider: str, mode: str) -> None:
             "find it",
             mode,
         )
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_loop(server, False, tag=tag)
     refused = [m for m in out.messages if m.role == "tool" and m.tool_call_error]
-    assert [m.tool_call_id for m in refused] == [f"{tag}-6", f"{tag}-7"]
+    assert [m.tool_call_id for m in refused] == [
+        f"{tag}-{scenario.RUNS}",
+        f"{tag}-{scenario.RUNS + 1}",
+    ]
     assert out.content == scenario.GIVE_UP
     assert stop_reason(out) is None
 
@@ -121,11 +124,11 @@ def test_a_looping_agent_is_stopped_at_its_third_refusal(provider: str, mode: st
             "find it",
             mode,
         )
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_stop(server, False, tag=tag)
-    # StopAgentRun: the refusal answers the 9th call, then the stop reason ends the run.
+    # StopAgentRun: the refusal answers the 8th call, then the stop reason ends the run.
     result, last = out.messages[-2:]
-    assert result.tool_call_id == f"{tag}-8" and result.tool_call_error
+    assert result.tool_call_id == f"{tag}-{scenario.RUNS + 2}" and result.tool_call_error
     scenario.assert_loop_refusal(result.content)
     assert last.role == "assistant" and last.content == STOP_REASON
     assert stop_reason(out) == STOP_REASON
@@ -138,8 +141,8 @@ def test_stop_after_denials_zero_keeps_the_plain_refusals() -> None:
         after=scenario.wire_loop(FakeAnthropic.results_of, give_up_after=5)
     ) as server:
         out = agent(server, [scenario.search_function(ran)], hook).run("find it")
-    assert ran == ["same"] * 6
-    assert len(server.model_requests) == 12
+    assert ran == ["same"] * scenario.RUNS
+    assert len(server.model_requests) == scenario.RUNS + 5 + 1  # five refusals, then the answer
     assert out.content == scenario.GIVE_UP and stop_reason(out) is None
 
 
@@ -159,7 +162,7 @@ def test_a_web_search_budget_of_12_refuses_the_13th(provider: str) -> None:
 def test_a_team_member_has_its_own_state_and_its_stop_ends_only_its_run() -> None:
     # The leader searches 4 times, then delegates to a member that loops on the same search
     # forever. With reset_on_new_call=False every copy counts, so a shared state would
-    # refuse the member's 3rd call: it must get its own 6, then be stopped; the leader goes on.
+    # refuse the member's 2nd call: it must get its own 5, then be stopped; the leader goes on.
     ran: list[str] = []
 
     def respond(body: dict[str, Any]) -> Any:
@@ -192,15 +195,17 @@ def test_a_team_member_has_its_own_state_and_its_stop_ends_only_its_run() -> Non
         hook = guard(team, CircuitBreakerToolHook(config=Config(reset_on_new_call=False)))
         assert member.tool_hooks == [hook]
         out = team.run("go")
-    assert ran == ["same"] * 10  # 4 for the leader, 6 for the member
+    assert ran == ["same"] * (4 + scenario.RUNS)  # 4 for the leader, 5 for the member
     assert not any(
         scenario.is_refusal(server.result_in_next_request(f"p-{n}").text) for n in range(4)
     )
-    scenario.assert_loop_refusal(server.result_in_next_request("m-6").text)
+    scenario.assert_loop_refusal(server.result_in_next_request(f"m-{scenario.RUNS}").text)
     member_requests = [
         b for b in server.model_requests if "delegate_task_to_member" not in str(b.get("tools"))
     ]
-    assert len(member_requests) == 9  # the member was stopped: no request after its 9th call
+    assert (
+        len(member_requests) == scenario.RUNS + 3
+    )  # the member was stopped: no request after its 8th call
     leader_last = [b for b in server.model_requests if b not in member_requests][-1]
     (handed_back,) = [r for r in FakeAnthropic.results_of(leader_last) if r.call_id == "d"]
     # What the leader gets back: the member's tool results (Agno's hand-back when the
@@ -219,7 +224,7 @@ def test_a_new_run_starts_fresh_and_old_runs_are_dropped(monkeypatch: pytest.Mon
         a = agent(server, [scenario.search_function(ran)], hook)
         for _ in range(3):
             a.run("go")
-    assert len(ran) == 18  # each run its own 6
+    assert len(ran) == 3 * scenario.RUNS  # each run its own 5
     assert len(list(hook.breaker.store.agents())) == 2
     # reset_on_user_prompt=False: the session's count goes on across runs.
     ran.clear()
@@ -230,7 +235,7 @@ def test_a_new_run_starts_fresh_and_old_runs_are_dropped(monkeypatch: pytest.Mon
         a = agent(server, [scenario.search_function(ran)], keep, session_id="s1")
         a.run("go")
         a.run("again")
-    assert len(ran) == 6
+    assert len(ran) == scenario.RUNS
 
 
 @pytest.mark.parametrize(

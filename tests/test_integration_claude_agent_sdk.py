@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import require
+from support import agent_scenarios as scenario
 from support.fake_anthropic import FakeAnthropic, ToolResult, tool_results_of, tool_use
 
 try:
@@ -128,18 +129,21 @@ def final(messages: list[Any]) -> ResultMessage:
 
 
 def check_loop(fake: FakeAnthropic, ran: Path) -> None:
-    assert ran.read_text().splitlines() == ["hi"] * 6  # the command really ran six times
+    # The command really ran five times: each echo returns the same (empty) output, so no
+    # copy counts as progress, and the 6th identical call is refused.
+    assert ran.read_text().splitlines() == ["hi"] * scenario.RUNS
     results = fake.tool_results()
     used = [b["id"] for b in fake.tool_uses()]
     assert [r.call_id for r in results] == used  # each call answered, by its own id
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 2
-    for refusal in results[6:]:
+    assert [r.is_error for r in results] == [False] * scenario.RUNS + [True] * 2
+    limit = scenario.LIMIT
+    for refusal in results[scenario.RUNS :]:
         assert refusal.text.startswith(PREFIX + DENIED)
-        assert "(runs: 6, limit: 6): this Bash call is identical" in refusal.text
+        assert f"(copies: {limit}, limit: {limit}): this Bash call is identical" in refusal.text
     assert not fake.errors
 
 
-def test_loop_is_refused_after_six(tmp_path: Path) -> None:
+def test_loop_is_refused_at_the_sixth_copy(tmp_path: Path) -> None:
     with FakeAnthropic(after=looping()) as fake:
         messages = asyncio.run(
             run_query("PROMPT loop", options(fake, tmp_path, circuit_breaker_hooks()))
@@ -172,8 +176,8 @@ def test_healthy_edit_test_cycle_is_never_refused(tmp_path: Path) -> None:
 
 def test_subagent_has_its_own_state(tmp_path: Path) -> None:
     # With reset_on_new_call=False every copy in the window counts, so a shared state would
-    # trip the subagent at its 3rd call. The main agent runs the command 4 times, then
-    # starts a subagent that loops on the same command: it must get its own 6.
+    # trip the subagent at its 2nd call. The main agent runs the command 4 times, then
+    # starts a subagent that loops on the same command: it must get its own 5.
     command = "echo hi >> ran.txt"
     sub_loop = looping(command)
 
@@ -223,9 +227,9 @@ def test_subagent_has_its_own_state(tmp_path: Path) -> None:
     main = [denied for agent, denied in bash if agent is None]
     sub = [denied for agent, denied in bash if agent is not None]
     assert main == [False] * 4
-    assert sub == [False] * 6 + [True] * 2
+    assert sub == [False] * scenario.RUNS + [True] * 2
     assert len({agent for agent, _ in bash if agent is not None}) == 1
-    assert len((tmp_path / "ran.txt").read_text().splitlines()) == 10
+    assert len((tmp_path / "ran.txt").read_text().splitlines()) == 4 + scenario.RUNS
     refused = [r for r in fake.tool_results() if r.is_error]
     assert len(refused) == 2 and all(r.text.startswith(PREFIX + DENIED) for r in refused)
 
@@ -238,10 +242,10 @@ def test_new_prompt_resets_unless_configured_not_to(tmp_path: Path) -> None:
                 async for _ in client.receive_response():
                     pass
 
-    # Default: the second prompt starts fresh, so the command runs 6 more times.
+    # Default: the second prompt starts fresh, so the command runs 5 more times.
     with FakeAnthropic(after=looping()) as fake:
         asyncio.run(two_prompts(options(fake, tmp_path / "a", circuit_breaker_hooks())))
-    assert len((tmp_path / "a" / "ran.txt").read_text().splitlines()) == 12
+    assert len((tmp_path / "a" / "ran.txt").read_text().splitlines()) == 2 * scenario.RUNS
     assert sum(r.is_error for r in fake.tool_results()) == 4
 
     # reset_on_user_prompt=False: the count carries over; every call of prompt two is refused.
@@ -249,7 +253,7 @@ def test_new_prompt_resets_unless_configured_not_to(tmp_path: Path) -> None:
     keep = CircuitBreaker(Config(reset_on_user_prompt=False, stop_after_denials=0))
     with FakeAnthropic(after=looping()) as fake:
         asyncio.run(two_prompts(options(fake, tmp_path / "b", circuit_breaker_hooks(keep))))
-    assert len((tmp_path / "b" / "ran.txt").read_text().splitlines()) == 6
+    assert len((tmp_path / "b" / "ran.txt").read_text().splitlines()) == scenario.RUNS
     assert sum(r.is_error for r in fake.tool_results()) == 4
 
 
@@ -268,7 +272,8 @@ def test_with_circuit_breaker_keeps_existing_hooks(tmp_path: Path) -> None:
         messages = asyncio.run(run_query("PROMPT loop", opts))
     assert final(messages).result == GIVE_UP
     check_loop(fake, tmp_path / "ran.txt")
-    assert calls == ["Bash"] * 8  # the user's own hook still sees every call
+    # The user's own hook still sees every call, the refused ones too.
+    assert calls == ["Bash"] * (scenario.RUNS + 2)
 
 
 def test_hook_output_and_bad_input_without_the_cli() -> None:
@@ -309,7 +314,9 @@ POLL_MOVING = 'n=$(($(cat n 2>/dev/null || echo 0) + 1)); echo $n > n; echo "$n 
 POLL_FROZEN = 'n=$(($(cat n 2>/dev/null || echo 0) + 1)); echo $n > n; echo "3 books, 04:44:0$n"'
 
 
-@pytest.mark.parametrize(("command", "refused_at"), [(POLL_MOVING, None), (POLL_FROZEN, 7)])
+@pytest.mark.parametrize(
+    ("command", "refused_at"), [(POLL_MOVING, None), (POLL_FROZEN, scenario.LIMIT)]
+)
 def test_results_as_progress(command: str, refused_at: int | None, tmp_path: Path) -> None:
     polls = 9
 
@@ -319,7 +326,7 @@ def test_results_as_progress(command: str, refused_at: int | None, tmp_path: Pat
             return GIVE_UP
         return tool_use("Bash", {"command": command}) if len(seen) < polls else "job done"
 
-    hooks = circuit_breaker_hooks(config=Config.from_mapping({"resultProgress": True}))
+    hooks = circuit_breaker_hooks()  # the default config: results observed
     assert "PostToolUse" in hooks and "PostToolUseFailure" in hooks
     with FakeAnthropic(after=respond) as fake:
         asyncio.run(run_query("PROMPT watch", options(fake, tmp_path, hooks)))
@@ -331,6 +338,6 @@ def test_results_as_progress(command: str, refused_at: int | None, tmp_path: Pat
         assert ran == refused_at - 1  # the refused poll never ran
         refused = fake.result_in_next_request(results[-1].call_id)
         assert refused.is_error and refused.text.startswith(PREFIX + DENIED)
-        assert "(runs: 6, limit: 6)" in refused.text
+        assert f"(copies: {scenario.LIMIT}, limit: {scenario.LIMIT})" in refused.text
     assert len(results) == (refused_at or polls)
     assert not fake.errors

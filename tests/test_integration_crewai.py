@@ -5,8 +5,9 @@ test extra; see pyproject.toml).
 
 CrewAI has a repeat guard of its own: the 5th call with the same arguments and the same
 result ends the task (`ToolExecutionFailedError`). So the looping tool here answers a
-little differently each time ("results for same #n"), as a search or a clock would, and it
-is the breaker, which compares arguments only, that refuses the 7th call.
+little differently each time ("results for same in 0.ns"), only in the time it took, as a
+real search does: CrewAI's guard compares the text as it is, the breaker masks durations
+before comparing results, so it is the breaker that refuses the 6th call.
 """
 
 from __future__ import annotations
@@ -87,30 +88,30 @@ def looping_search(ran: list[str]) -> Any:
     def search(query: str) -> str:
         """Search the web."""
         ran.append(query)
-        return f"results for {query} #{len(ran)}"
+        return f"results for {query} in 0.{len(ran)}s"
 
     return search
 
 
 def check_loop_results(server: ScriptedServer, refused: int) -> None:
-    for n in range(6 + refused):
+    for n in range(scenario.RUNS + refused):
         result = server.result_in_next_request(f"{TAG}-{n}")
-        if n < 6:
-            assert result.text == f"results for same #{n + 1}"
+        if n < scenario.RUNS:
+            assert result.text == f"results for same in 0.{n + 1}s"
         else:
             assert result.text == DEFAULT_MESSAGES["duplicate"].format(
-                tool="search", count=6, limit=6
+                tool="search", count=scenario.LIMIT, limit=scenario.LIMIT
             )
     assert server.errors == []
 
 
-def test_loop_is_refused_after_six(hooks: Any) -> None:
+def test_loop_is_refused_at_the_sixth_copy(hooks: Any) -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of, tag=TAG)) as server:
         out = crew(server, [looping_search(ran)]).kickoff()
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     check_loop_results(server, refused=2)
-    assert len(server.model_requests) == 9
+    assert len(server.model_requests) == scenario.RUNS + 3  # 7 calls, then the answer
     assert out.raw == scenario.GIVE_UP
 
 
@@ -141,10 +142,10 @@ def test_a_looping_agent_is_stopped_at_its_third_refusal(hooks: Any) -> None:
     respond = scenario.wire_loop_forever(FakeOpenAI.results_of, tag=TAG)
     with FakeOpenAI(after=respond) as server, pytest.raises(CrewAIStopped) as stopped:
         crew(server, [looping_search(ran)]).kickoff()
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     check_loop_results(server, refused=2)
-    # No retry, no request after the 9th call: CrewAI passes a HookAborted through.
-    assert len(server.model_requests) == 9
+    # No retry, no request after the 8th call: CrewAI passes a HookAborted through.
+    assert len(server.model_requests) == scenario.RUNS + 3
     assert str(stopped.value) == STOP_REASON == stopped.value.reason
     assert isinstance(stopped.value, AgentStopped)
     assert stopped.value.agent is not None and ":researcher:" in stopped.value.agent
@@ -156,7 +157,7 @@ def test_stop_after_denials_zero_keeps_the_plain_refusals() -> None:
     guard = CrewAICircuitBreaker(config=Config(stop_after_denials=0))
     with guard, FakeOpenAI(after=respond) as server:
         out = crew(server, [looping_search(ran)]).kickoff()
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     check_loop_results(server, refused=4)
     assert out.raw == scenario.GIVE_UP
 
@@ -180,7 +181,7 @@ def test_a_web_search_budget_of_12_refuses_the_13th() -> None:
 
 def test_each_crew_member_has_its_own_state_and_a_new_kickoff_starts_fresh() -> None:
     # Two members, one task each, the same search 4 times each with every copy counting
-    # (reset_on_new_call=False): a shared state would refuse the second member's 3rd call.
+    # (reset_on_new_call=False): a shared state would refuse the second member's 2nd call.
     ran: list[str] = []
 
     def respond(body: dict[str, Any]) -> Any:
@@ -206,7 +207,7 @@ def test_each_crew_member_has_its_own_state_and_a_new_kickoff_starts_fresh() -> 
 
 def test_a_poll_whose_output_moves_runs_past_six_copies() -> None:
     # Only the moving poll: CrewAI's own guard ends a task at the 5th call with the same
-    # arguments and the same result, before the breaker's 7th (docs/crewai.md).
+    # arguments and the same result, before the breaker's 6th (docs/crewai.md).
     poller = scenario.MOVING
 
     def go(server: Any, tools: list[Any]) -> None:

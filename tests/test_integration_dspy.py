@@ -71,11 +71,11 @@ def web_tools(ran: list[str]) -> list[Any]:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_loop_is_refused_after_six(mode: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy(mode: str) -> None:
     ran: list[str] = []
     with FakeDSPy(after=scenario.wire_loop(dspy_results)) as server:
         out = ask(server, guard(react([scenario.search_function(ran)])), "find it", mode)
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_loop(server, False)
     assert out.answer == scenario.GIVE_UP
 
@@ -98,8 +98,8 @@ def test_a_looping_agent_is_stopped_at_its_third_refusal(mode: str) -> None:
         module = guard(react([scenario.search_function(ran)], max_iters=50))
         with pytest.raises(CircuitBreakerStop) as stopped:
             ask(server, module, "find it", mode)
-    assert ran == ["same"] * 6
-    scenario.check_wire_stop(server, False)  # nine requests: no extract step either
+    assert ran == ["same"] * scenario.RUNS
+    scenario.check_wire_stop(server, False)  # eight requests: no extract step either
     assert stop_reason(stopped.value) == scenario.STOP_REASON == str(stopped.value)
     assert not isinstance(stopped.value, Exception)  # past ReAct's `except Exception`
 
@@ -109,8 +109,9 @@ def test_stop_after_denials_zero_keeps_the_plain_refusals() -> None:
     with FakeDSPy(after=scenario.wire_loop(dspy_results, give_up_after=5)) as server:
         module = guard(react([scenario.search_function(ran)]), config=Config(stop_after_denials=0))
         out = ask(server, module, "find it")
-    assert ran == ["same"] * 6
-    assert len(server.model_requests) == 13  # 11 calls, `finish`, the extract step
+    assert ran == ["same"] * scenario.RUNS
+    # 5 ran, 5 refused, then `finish` and the extract step.
+    assert len(server.model_requests) == scenario.RUNS + 5 + 2
     assert out.answer == scenario.GIVE_UP
 
 
@@ -131,7 +132,7 @@ def test_a_web_search_budget_of_12_refuses_the_13th() -> None:
 def test_a_subagent_has_its_own_state_and_its_stop_ends_only_its_call() -> None:
     # The parent searches 4 times, then hands a task to a child ReAct (called from its
     # `delegate` tool) that loops on the same search forever. reset_on_new_call=False: a
-    # shared state would refuse the child's 3rd call; it gets its own 6, then is stopped,
+    # shared state would refuse the child's 2nd call; it gets its own 5, then is stopped,
     # and the parent reads the stop reason as its delegate call's result and goes on.
     ran: list[str] = []
     g = CircuitBreakerGuard(config=Config(reset_on_new_call=False))
@@ -157,11 +158,11 @@ def test_a_subagent_has_its_own_state_and_its_stop_ends_only_its_call() -> None:
     with FakeDSPy(after=respond) as server:
         parent = g.guard(react([scenario.search_function(ran), delegate]), name="parent")
         out = ask(server, parent, "go")
-    assert ran == ["same"] * 10  # 4 for the parent, 6 for the child
+    assert ran == ["same"] * (4 + scenario.RUNS)  # 4 for the parent, 5 for the child
     parent_results = [server.result_in_next_request(f"p-{n}").text for n in range(4)]
     assert not any(scenario.is_refusal(t) for t in parent_results)
-    scenario.assert_loop_refusal(server.result_in_next_request("c-6").text)
-    assert len([b for b in server.model_requests if is_child(b)]) == 9
+    scenario.assert_loop_refusal(server.result_in_next_request(f"c-{scenario.RUNS}").text)
+    assert len([b for b in server.model_requests if is_child(b)]) == scenario.RUNS + 3
     # The request after the `delegate` call is the child's first; the parent's next one
     # carries the call's result.
     handed_back = [r for r in server.tool_results() if r.call_id == "d"]
@@ -179,8 +180,8 @@ def test_each_call_starts_fresh_unless_state_should_follow_the_module() -> None:
             ask(server, module, "again")
         return ran
 
-    assert len(two_calls(Config())) == 12  # each call its own 6
-    assert len(two_calls(Config(reset_on_user_prompt=False))) == 6
+    assert len(two_calls(Config())) == 2 * scenario.RUNS  # each call its own 5
+    assert len(two_calls(Config(reset_on_user_prompt=False))) == scenario.RUNS
 
 
 def test_every_react_in_a_program_is_guarded_under_its_attribute_path() -> None:

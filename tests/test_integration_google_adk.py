@@ -158,14 +158,14 @@ def final_text(events: list[Any]) -> str:
 def check_loop(last: list[Any], events: list[Any], ran: list[str], tag: str = "loop") -> None:
     """The run as ADK recorded it, `last` the contents of the last model request (the
     wire itself is checked by scenario.check_wire_loop)."""
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     denied = refusals(last)
-    assert [r[0] for r in denied] == [f"{tag}-6", f"{tag}-7"]
+    assert [r[0] for r in denied] == [f"{tag}-{scenario.RUNS}", f"{tag}-{scenario.RUNS + 1}"]
     for _, name, response in denied:
         assert name == "search"
         scenario.assert_loop_refusal(str(response["error"]))
     mine = [r for r in responses(last) if r[0].startswith(tag)]
-    assert all("result" in r[2] for r in mine[:6])
+    assert all("result" in r[2] for r in mine[: scenario.RUNS])
     assert final_text(events) == scenario.GIVE_UP
 
 
@@ -176,7 +176,7 @@ def last_contents(server: FakeGemini) -> list[Any]:
 
 
 @pytest.mark.parametrize("how", ["sync", "async"])
-def test_loop_is_refused_after_six_over_the_gemini_api(how: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_over_the_gemini_api(how: str) -> None:
     ran: list[str] = []
     plugin = CircuitBreakerPlugin()
     with FakeGemini(after=scenario.wire_loop(FakeGemini.results_of)) as server:
@@ -219,9 +219,9 @@ def four_then(tag: str, then: scenario.Call) -> ScriptedLlm:
 
 def test_transfer_target_and_agent_tool_have_their_own_state() -> None:
     # reset_on_new_call=False: every copy counts, so a shared state would trip the second
-    # agent at its 3rd call. The first agent searches 4 times, then hands over (a transfer
+    # agent at its 2nd call. The first agent searches 4 times, then hands over (a transfer
     # in the same invocation, or an AgentTool sub-run); the second loops on the same search
-    # and must get its own 6.
+    # and must get its own 5.
     for how in ("transfer", "agent_tool"):
         ran: list[str] = []
         child_model = looping("c")
@@ -244,10 +244,10 @@ def test_transfer_target_and_agent_tool_have_their_own_state() -> None:
         plugin = CircuitBreakerPlugin(config=Config(reset_on_new_call=False))
         runner = runner_for(root, plugin)
         events = run_sync(runner, "go")
-        assert len(ran) == 10, how
+        assert len(ran) == 4 + scenario.RUNS, how
         assert len(refusals(child_model.seen[-1])) == 2, how
         every = [r for contents in child_model.seen for r in refusals(contents)]
-        assert {r[0] for r in every} == {"c-6", "c-7"}, how
+        assert {r[0] for r in every} == {f"c-{scenario.RUNS}", f"c-{scenario.RUNS + 1}"}, how
         if how == "agent_tool":
             assert final_text(events) == "p done"
 
@@ -258,7 +258,7 @@ def test_new_message_resets_unless_configured_not_to() -> None:
     runner = runner_for(agent, CircuitBreakerPlugin())
     run_sync(runner, "go")
     run_sync(runner, "again")
-    assert len(ran) == 12
+    assert len(ran) == 2 * scenario.RUNS
 
     ran.clear()
     model = looping("loop", 1)
@@ -267,11 +267,11 @@ def test_new_message_resets_unless_configured_not_to() -> None:
     runner = runner_for(agent, keep)
     run_sync(runner, "go")
     run_sync(runner, "again")  # same session: the first call of the new message is refused
-    assert len(ran) == 6
+    assert len(ran) == scenario.RUNS
     assert [r[0] for r in refusals(this_turn(model.seen[-1]))] == ["loop-0"]
     # Another session of the same user and agent is another agent.
     run_sync(runner, "go", session="s2")
-    assert len(ran) == 12
+    assert len(ran) == 2 * scenario.RUNS
 
 
 @pytest.mark.parametrize("poller", [scenario.MOVING, scenario.FROZEN])

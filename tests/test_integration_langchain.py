@@ -121,21 +121,24 @@ def assert_valid_history(messages: list[BaseMessage]) -> None:
 
 def check_loop_run(messages: list[BaseMessage], ran: list[str], tag: str = "loop") -> None:
     """The run as LangChain recorded it (the wire is checked by scenario.check_wire_loop)."""
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     denied = refusals(messages)
-    assert [m.tool_call_id for m in denied] == [f"{tag}-6", f"{tag}-7"]
+    assert [m.tool_call_id for m in denied] == [
+        f"{tag}-{scenario.RUNS}",
+        f"{tag}-{scenario.RUNS + 1}",
+    ]
     for m in denied:
         assert m.status == "error"
         assert m.name == "search"
         scenario.assert_loop_refusal(str(m.content))
-    assert all(m.status == "success" for m in tool_messages(messages)[:6])
+    assert all(m.status == "success" for m in tool_messages(messages)[: scenario.RUNS])
     assert_valid_history(messages)
     final = messages[-1]
     assert isinstance(final, AIMessage) and final.text == scenario.GIVE_UP
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six_sync(provider: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_sync(provider: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
     with fake(after=scenario.wire_loop(fake.results_of)) as server:
@@ -149,7 +152,7 @@ def test_loop_is_refused_after_six_sync(provider: str) -> None:
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six_async_streamed(provider: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_async_streamed(provider: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
     with fake(after=scenario.wire_loop(fake.results_of)) as server:
@@ -162,14 +165,18 @@ def test_loop_is_refused_after_six_async_streamed(provider: str) -> None:
 
 
 def test_parallel_identical_calls_in_one_turn() -> None:
-    # Eight identical calls in one model turn: the tool node runs them concurrently; six run.
-    # (A third refusal would stop the agent: tests/test_integration_stop.py.)
+    # Seven identical calls in one model turn: the tool node runs them concurrently; five
+    # run, the 6th and 7th are refused. (A third refusal would stop the agent:
+    # tests/test_integration_stop.py.)
     ran: list[str] = []
 
     def respond(messages: list[BaseMessage]) -> AIMessage:
         if tool_messages(messages):
             return AIMessage(content="done")
-        calls = [{"name": "search", "args": {"query": "same"}, "id": f"p{i}"} for i in range(8)]
+        calls = [
+            {"name": "search", "args": {"query": "same"}, "id": f"p{i}"}
+            for i in range(scenario.RUNS + 2)
+        ]
         return AIMessage(content="", tool_calls=calls)
 
     agent = create_agent(
@@ -178,7 +185,7 @@ def test_parallel_identical_calls_in_one_turn() -> None:
     for run in (agent.invoke, lambda x: asyncio.run(agent.ainvoke(x))):
         ran.clear()
         out = run({"messages": [HumanMessage("go")]})
-        assert len(ran) == 6
+        assert len(ran) == scenario.RUNS
         assert len(refusals(out["messages"])) == 2
         assert_valid_history(out["messages"])
 
@@ -219,8 +226,8 @@ def test_two_agents_sharing_a_middleware_have_separate_state() -> None:
 def test_subagent_called_from_a_tool_has_its_own_state() -> None:
     # The child runs inside the parent's tool, with the parent's thread id and config.
     # With reset_on_new_call=False every copy in the window counts, so a shared state would
-    # trip the child at its 3rd call. The parent searches 4 times, then delegates to a child
-    # that loops on the same search: the child must get its own 6.
+    # trip the child at its 2nd call. The parent searches 4 times, then delegates to a child
+    # that loops on the same search: the child must get its own 5.
     config = Config(reset_on_new_call=False, reset_on_user_prompt=False)
     middleware = CircuitBreakerMiddleware(config=config)
     ran: list[str] = []
@@ -250,8 +257,8 @@ def test_subagent_called_from_a_tool_has_its_own_state() -> None:
     )
     out = parent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t1"}})
     assert refusals(out["messages"]) == []
-    assert len(ran) == 10
-    check_loop_run(child_out[0]["messages"], ["same"] * 6, tag="c")
+    assert len(ran) == 4 + scenario.RUNS
+    check_loop_run(child_out[0]["messages"], ["same"] * scenario.RUNS, tag="c")
     assert out["messages"][-1].content == "parent done"
 
 
@@ -265,9 +272,9 @@ def test_new_invocation_resets_unless_configured_not_to() -> None:
         looping("loop", 1), [search_tool(ran)], middleware=[keep], checkpointer=InMemorySaver()
     )
     agent.invoke({"messages": [HumanMessage("go")]}, thread)
-    assert len(ran) == 6
+    assert len(ran) == scenario.RUNS
     out = agent.invoke({"messages": [HumanMessage("again")]}, thread)
-    assert len(ran) == 6  # the first call of the new turn is refused straight away
+    assert len(ran) == scenario.RUNS  # the first call of the new turn is refused straight away
     assert [m.tool_call_id for m in refusals(this_turn(out["messages"]))] == ["loop-0"]
 
     # The default: a new invocation is a new user turn, and nothing is left behind.
@@ -278,7 +285,7 @@ def test_new_invocation_resets_unless_configured_not_to() -> None:
     )
     agent.invoke({"messages": [HumanMessage("go")]}, thread)
     agent.invoke({"messages": [HumanMessage("again")]}, thread)
-    assert len(ran) == 12
+    assert len(ran) == 2 * scenario.RUNS
     assert list(fresh.breaker.store.agents()) == []
 
 

@@ -58,16 +58,16 @@ def run(agent: Any, prompt: str, **kw: Any) -> Any:
     return asyncio.run(go())
 
 
-def test_loop_is_refused_after_six() -> None:
+def test_loop_is_refused_at_the_sixth_copy() -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of, tag=TAG)) as server:
         agent = FunctionAgent(tools=[scenario.search_function(ran)], llm=llm(server))
         guard(agent)
         out = run(agent, "find it")
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_loop(server, False, tag=TAG)
     refused = [c for c in out.tool_calls if c.tool_output.is_error]  # LlamaIndex's error flag
-    assert [c.tool_id for c in refused] == [f"{TAG}-6", f"{TAG}-7"]
+    assert [c.tool_id for c in refused] == [f"{TAG}-{scenario.RUNS}", f"{TAG}-{scenario.RUNS + 1}"]
     assert str(out) == scenario.GIVE_UP
 
 
@@ -92,7 +92,7 @@ def test_a_looping_agent_is_stopped_at_its_third_refusal() -> None:
         guard(agent)
         with pytest.raises(LlamaIndexStopped) as stopped:
             run(agent, "find it")
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_stop(server, False, tag=TAG)
     assert str(stopped.value) == STOP_REASON == stopped.value.reason
     assert stopped.value.agent is not None and stopped.value.agent.startswith("llamaindex:searcher")
@@ -105,8 +105,8 @@ def test_stop_after_denials_zero_keeps_the_plain_refusals() -> None:
         agent = FunctionAgent(tools=[scenario.search_function(ran)], llm=llm(server))
         guard(agent, LlamaIndexCircuitBreaker(config=Config(stop_after_denials=0)))
         out = run(agent, "find it")
-    assert ran == ["same"] * 6
-    assert len(server.model_requests) == 12
+    assert ran == ["same"] * scenario.RUNS
+    assert len(server.model_requests) == scenario.RUNS + 5 + 1  # five refusals, then the answer
     assert str(out) == scenario.GIVE_UP
 
 
@@ -130,7 +130,7 @@ def test_a_web_search_budget_of_12_refuses_the_13th() -> None:
 def test_each_workflow_agent_has_its_own_state_and_each_run_starts_fresh() -> None:
     # The first agent searches 4 times and hands off to the second, which searches 4 times;
     # every copy counts (reset_on_new_call=False), so a shared state would refuse the
-    # second agent's 3rd search. A second run starts both afresh.
+    # second agent's 2nd search. A second run starts both afresh.
     ran: list[str] = []
 
     def respond(body: dict[str, Any]) -> Any:

@@ -33,8 +33,14 @@ if HAVE_CLIENT:
     from mcp_types import CallToolResult, Implementation
 
 
+# The default duplicateLimit: its LIMIT-th identical call is the first refused (the text
+# counts the refused call among the copies), so RUNS run before it.
+LIMIT = Config().duplicate_limit
+RUNS = LIMIT - 1
+
+
 def refusal(tool: str) -> str:
-    return DEFAULT_MESSAGES["duplicate"].format(tool=tool, count=6, limit=6)
+    return DEFAULT_MESSAGES["duplicate"].format(tool=tool, count=LIMIT, limit=LIMIT)
 
 
 @pytest.fixture(params=sorted(SDKS))
@@ -95,7 +101,7 @@ async def calls(client: Any, n: int, tool: str, arguments: dict[str, Any]) -> li
 
 
 @pytest.mark.timeout(60)
-def test_a_loop_runs_six_then_every_call_is_refused(sdk: str, mode: str, tmp_path: Path) -> None:
+def test_a_loop_runs_five_then_every_call_is_refused(sdk: str, mode: str, tmp_path: Path) -> None:
     path = tmp_path / "runs"
     process = StdioServerParameters(command=sys.executable, args=[str(SERVER), sdk, str(path)])
 
@@ -104,11 +110,11 @@ def test_a_loop_runs_six_then_every_call_is_refused(sdk: str, mode: str, tmp_pat
             return [await client.call_tool("search", {"query": "cbprobe"}) for _ in range(10)]
 
     results = run(go())
-    assert runs(path) == ["cbprobe"] * 6  # the refused four never reached the tool
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 4
-    assert all("3 results" in text(r) for r in results[:6])
+    assert runs(path) == ["cbprobe"] * RUNS  # the refused five never reached the tool
+    assert [r.is_error for r in results] == [False] * RUNS + [True] * (10 - RUNS)
+    assert all("3 results" in text(r) for r in results[:RUNS])
     # Past stopAfterDenials nothing changes: MCP cannot end the client's agent.
-    assert [text(r) for r in results[6:]] == [refusal("search")] * 4
+    assert [text(r) for r in results[RUNS:]] == [refusal("search")] * (10 - RUNS)
 
 
 def test_new_calls_exempt_tools_and_other_methods_pass(sdk: str, mode: str, tmp_path: Path) -> None:
@@ -121,24 +127,24 @@ def test_new_calls_exempt_tools_and_other_methods_pass(sdk: str, mode: str, tmp_
                 flags.append((await client.call_tool("search", {"query": f"q{n}"})).is_error)
             flags += await calls(client, 8, "todo_write", {"item": "x"})  # exempt by default
             tools = sorted(t.name for t in (await client.list_tools()).tools)
-            flags += await calls(client, 6, "report", {"n": 1})
+            flags += await calls(client, RUNS, "report", {"n": 1})
             return tools, flags, await client.call_tool("report", {"n": 1})
 
     tools, flags, refused = run(go())
     assert tools == ["poll", "report", "search", "todo_write"]
-    assert flags == [False] * 22
+    assert flags == [False] * (8 + 8 + RUNS)
     # A refused tool with an output schema: the client took an error result with no
     # structured content as valid.
     assert refused.is_error and text(refused) == refusal("report")
     assert refused.structured_content is None
-    assert runs(path).count("report 1") == 6
+    assert runs(path).count("report 1") == RUNS
     assert runs(path).count("todo x") == 8
 
 
 def test_a_server_name_prefixes_the_tool(sdk: str, tmp_path: Path) -> None:
     async def go() -> CallToolResult:
         async with connect(guarded_server(sdk, tmp_path / "runs", "web"), "legacy") as client:
-            await calls(client, 6, "search", {"query": "a"})
+            await calls(client, RUNS, "search", {"query": "a"})
             return await client.call_tool("search", {"query": "a"})
 
     assert text(run(go())) == refusal("web/search")
@@ -151,7 +157,7 @@ def test_a_conversation_id_in_meta_is_the_agent(sdk: str, mode: str, tmp_path: P
     async def go() -> list[bool]:
         async with connect(guarded_server(sdk, path), mode) as client:
             flags = []
-            for _ in range(7):
+            for _ in range(RUNS + 2):
                 for conversation in ("ses_a", "ses_b"):
                     result = await client.call_tool(
                         "search", {"query": "q"}, meta={"sessionID": conversation}
@@ -159,26 +165,27 @@ def test_a_conversation_id_in_meta_is_the_agent(sdk: str, mode: str, tmp_path: P
                     flags.append(result.is_error)
             return flags
 
-    assert run(go()) == [False] * 12 + [True] * 2
-    assert runs(path) == ["q"] * 12
+    assert run(go()) == [False] * 2 * RUNS + [True] * 4
+    assert runs(path) == ["q"] * 2 * RUNS
 
 
 @pytest.mark.parametrize(
-    ("mode", "expected"), [("legacy", [False] * 12), ("2026-07-28", [False] * 6 + [True] * 6)]
+    ("mode", "expected"),
+    [("legacy", [False] * 2 * RUNS), ("2026-07-28", [False] * RUNS + [True] * RUNS)],
 )
 def test_two_connections_to_one_server(
     sdk: str, mode: str, expected: list[bool], tmp_path: Path
 ) -> None:
-    """Two connections in turn to one server, six calls each. At 2025-11-25 a connection
-    (one `initialize`) is its own agent; at 2026-07-28 there is no connection, so the two
-    are one agent, the client's name (docs/mcp.md says so)."""
+    """Two connections in turn to one server, five calls each (all run, alone). At
+    2025-11-25 a connection (one `initialize`) is its own agent; at 2026-07-28 there is no
+    connection, so the two are one agent, the client's name (docs/mcp.md says so)."""
     server = guarded_server(sdk, tmp_path / "runs")
 
     async def go() -> list[bool]:
         flags = []
         for _ in range(2):
             async with connect(server, mode) as client:
-                flags += await calls(client, 6, "search", {"query": "q"})
+                flags += await calls(client, RUNS, "search", {"query": "q"})
         return flags
 
     assert run(go()) == expected
@@ -206,10 +213,12 @@ def test_a_failing_agent_id_allows_the_call_with_a_warning(
 @pytest.mark.parametrize(
     ("job", "keys", "interleaved", "refused_at"),
     [
-        ("moving", {"resultProgress": True}, False, None),  # the poll moves: never refused
-        ("failing", {"resultProgress": True}, False, None),  # an error result that moves
-        ("frozen", {"resultProgress": True}, False, 7),
-        ("frozen", {"sameResultLimit": 6}, True, 7),  # new calls between: stuck all the same
+        # The default config: results are observed (resultProgress).
+        ("moving", {}, False, None),  # the poll moves: never refused
+        ("failing", {}, False, None),  # an error result that moves
+        ("frozen", {}, False, LIMIT),
+        # New calls between: stuck all the same, after sameResultLimit identical results.
+        ("frozen", {"sameResultLimit": 6}, True, 6 + 1),
     ],
 )
 def test_results_as_progress(
@@ -242,5 +251,6 @@ def test_results_as_progress(
         assert not any(refusal("poll") == text(r) for r in polls)
     else:
         assert ran == refused_at - 1  # the refused polls never reached the tool
-        assert [text(r) for r in polls[refused_at - 1 :]] == [refusal("poll")] * 4
+        refused = 10 - (refused_at - 1)
+        assert [text(r) for r in polls[refused_at - 1 :]] == [refusal("poll")] * refused
         assert all("books ingested" in text(r) for r in polls[: refused_at - 1])

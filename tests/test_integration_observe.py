@@ -12,7 +12,7 @@ import pytest
 from dsh_circuit_breaker import CircuitBreaker, Config
 from dsh_circuit_breaker.integrations._common import RanCalls, arun_observed, run_observed
 
-ON = Config(result_progress=True)
+ON = Config()  # results are observed by default (resultProgress)
 CALL = ("agent", "poll", {"job": "7"})
 
 
@@ -64,8 +64,8 @@ def test_an_unreadable_result_is_not_reported_and_the_call_goes_on(
     assert "unreadable tool result" in caplog.text
 
 
-def test_without_the_keys_nothing_is_reported() -> None:
-    breaker = Recording(Config())
+def test_with_results_off_nothing_is_reported() -> None:
+    breaker = Recording(Config(result_progress=False))
     ran = RanCalls(breaker)
     decision = breaker.check(*CALL)
     ran.add("c1", CALL, decision)
@@ -78,7 +78,7 @@ def test_ran_calls_report_only_allowed_calls_once_and_forget_old_ones() -> None:
     breaker = Recording(Config(result_progress=True, duplicate_limit=2))
     ran = RanCalls(breaker, keep=2)
     ran.add("allowed", CALL, breaker.check(*CALL))
-    ran.add("refused", CALL, breaker.check(*CALL))  # the second copy: over the limit of 1
+    ran.add("refused", CALL, breaker.check(*CALL))  # the second copy: the limit-th, refused
     for call_id in ("refused", "allowed", "allowed"):  # a refusal, then a result twice
         asyncio.run(ran.observe(call_id, "out"))
     assert breaker.seen == [(CALL, "out")]

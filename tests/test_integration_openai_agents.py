@@ -103,26 +103,26 @@ def last_input(model: ScriptedModel) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_loop_is_refused_after_six_sync(api: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_sync(api: str) -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of)) as server:
         agent = Agent(name="looper", model=openai_model(server, api), tools=[search_tool(ran)])
         guard_agent(agent)
         result = Runner.run_sync(agent, "find it")
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_loop(server, error_flag=False)  # neither API has a flag
     assert result.final_output == scenario.GIVE_UP
     behaviors = [r.output.behavior["type"] for r in result.tool_input_guardrail_results]
-    assert behaviors == ["allow"] * 6 + ["reject_content"] * 2
+    assert behaviors == ["allow"] * scenario.RUNS + ["reject_content"] * 2
     assert result.tool_input_guardrail_results[-1].output.output_info == {
         "kind": "duplicate",
-        "count": 6,
-        "limit": 6,
+        "count": scenario.LIMIT,  # the refused call is the LIMIT-th copy
+        "limit": scenario.LIMIT,
     }
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_loop_is_refused_after_six_streamed(api: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_streamed(api: str) -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of)) as server:
         agent = Agent(name="looper", model=openai_model(server, api), tools=[search_tool(ran)])
@@ -135,7 +135,7 @@ def test_loop_is_refused_after_six_streamed(api: str) -> None:
             return run.final_output
 
         output = asyncio.run(streamed())
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_loop(server, error_flag=False)
     assert all(body.get("stream") for body in server.model_requests)
     assert output == scenario.GIVE_UP
@@ -192,7 +192,7 @@ def test_guard_agent_reaches_handoffs_and_agents_as_tools() -> None:
 
 def test_handoff_target_has_its_own_state() -> None:
     # The triage agent runs search('same') 4 times, then hands off; the specialist runs it
-    # 4 more times in the same run. 8 in all, never 7 by one agent: nothing is refused.
+    # 4 more times in the same run. 8 in all, never 6 by one agent: nothing is refused.
     ran: list[str] = []
     search = search_tool(ran)
 
@@ -245,9 +245,10 @@ def test_agent_as_tool_and_concurrent_runs_have_their_own_state() -> None:
     )
     guard_agent(outer)
     result = Runner.run_sync(outer, "go")
-    # The inner agent looped on its own: 6 runs, then refused, then it gave up. The outer
-    # agent made 6 searches of its own around it and none was refused.
-    assert ran.count("same") == 12
+    # The inner agent looped on its own: 5 runs, then refused, then it gave up. The outer
+    # agent made 6 searches of its own around it (5 after its ask_inner call, a new call)
+    # and none was refused.
+    assert ran.count("same") == scenario.RUNS + 6
     assert result.final_output == "outer done"
     assert len(refusals(last_input(inner_model))) == 2
 
@@ -263,7 +264,7 @@ def test_agent_as_tool_and_concurrent_runs_have_their_own_state() -> None:
         assert result.final_output == scenario.GIVE_UP
         conversation = [i if isinstance(i, dict) else dict(i) for i in result.to_input_list()]
         assert len(refusals(conversation)) == 2  # type: ignore[arg-type]
-    assert len(ran) == 12
+    assert len(ran) == 2 * scenario.RUNS
 
 
 def test_explicit_guardrail_agent_id_and_custom_text() -> None:
@@ -287,7 +288,8 @@ def test_explicit_guardrail_agent_id_and_custom_text() -> None:
         agent = Agent(name="a", model=reactive(one_call, steps=2), tools=[search])
         result = Runner.run_sync(agent, "go")
     assert len(ran) == 2
-    assert json.loads(result.final_output) == ["no more search (2)"]
+    # {count} counts the refused call too: the third copy of a limit of 3.
+    assert json.loads(result.final_output) == ["no more search (3)"]
 
 
 def test_state_goes_with_the_run() -> None:
@@ -304,7 +306,7 @@ def test_state_goes_with_the_run() -> None:
     assert list(store.agents()) == []
     # A second run of the same agent object starts fresh.
     Runner.run_sync(agent, "again")
-    assert len(ran) == 12
+    assert len(ran) == 2 * scenario.RUNS
 
 
 def test_a_failing_agent_id_fails_open(caplog: pytest.LogCaptureFixture) -> None:

@@ -7,7 +7,7 @@ a tool result, so a refusal is told apart by its text, which OpenHands prefixes 
 `Action rejected: `.
 
 OpenHands' own stuck detection ends a run after four identical action-observation pairs,
-before the breaker's limit of six; the loop scenarios turn it off (`stuck_detection=False`)
+before the breaker's refusal of the sixth; the loop scenarios turn it off (`stuck_detection=False`)
 to reach the breaker, and one test shows what happens with it on.
 """
 
@@ -151,11 +151,11 @@ def looping(server: ScriptedServer, ran: list[str], **kw: Any) -> Any:
     )
 
 
-def test_loop_is_refused_after_six() -> None:
+def test_loop_is_refused_at_the_sixth_copy() -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(results_of)) as server:
         chat = run(looping(server, ran), "find it")
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_loop(server, False, refusal=unframed)
     assert last_answer(chat) == scenario.GIVE_UP
     assert stop_reason(chat) is None
@@ -178,7 +178,7 @@ def test_a_looping_agent_is_stopped_at_its_third_refusal() -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop_forever(results_of)) as server:
         chat = run(looping(server, ran), "find it")
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_stop(server, False, refusal=unframed)
     assert chat.state.execution_status == ConversationExecutionStatus.PAUSED
     assert stop_reason(chat) == scenario.STOP_REASON
@@ -229,13 +229,13 @@ def test_a_web_search_budget_of_12_refuses_the_13th(tmp_path: Path) -> None:
 
 def test_conversations_are_keyed_apart() -> None:
     """Two conversations looping on the same call: each is an agent of its own (keyed by
-    its conversation id), so each runs its six before its refusals."""
+    its conversation id), so each runs its five before its refusals."""
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(results_of)) as server:
         first = run(looping(server, ran), "find it")
         second = run(looping(server, ran), "find it")
     assert first.id != second.id
-    assert ran == ["same"] * 12
+    assert ran == ["same"] * (2 * scenario.RUNS)
     texts = [r.text for r in server.tool_results()]
     assert sum(scenario.is_refusal(t) for t in texts) == 2 * scenario.GIVE_UP_AFTER
 
@@ -257,16 +257,18 @@ def test_our_hook_runs_first_and_no_other_hook_sees_a_refused_call(tmp_path: Pat
     with FakeOpenAI(after=scenario.wire_loop(results_of)) as server:
         run(looping(server, ran, hook_config=other), "find it")
     lines = [json.loads(line) for line in seen.read_text().splitlines() if line.strip()]
-    assert len(lines) == 6  # the six allowed calls; the two refused ones stopped at ours
+    # The five allowed calls; the two refused ones stopped at ours.
+    assert len(lines) == scenario.RUNS
     assert all(line["tool_name"] == "search" for line in lines)
 
 
 def test_with_results_observed_a_moving_poll_is_not_refused(tmp_path: Path) -> None:
-    """resultProgress on: the post-tool hook goes in too, and a poll whose output changes
-    every time is progress, not a loop."""
-    config = config_file(tmp_path, resultProgress=True)
-    assert hook_config(config).post_tool_use
-    assert not hook_config().post_tool_use
+    """resultProgress, on by default: the post-tool hook goes in too, and a poll whose
+    output changes every time is progress, not a loop. Turned off, no post-tool hook."""
+    config = config_file(tmp_path)
+    assert hook_config(config).post_tool_use and hook_config().post_tool_use
+    (tmp_path / "off").mkdir()
+    assert not hook_config(config_file(tmp_path / "off", resultProgress=False)).post_tool_use
     count = {"n": 0}
 
     def status(job: str) -> str:
@@ -294,12 +296,13 @@ def test_with_results_observed_a_moving_poll_is_not_refused(tmp_path: Path) -> N
 def test_a_task_subagent_with_our_hooks_is_guarded_and_counted_on_its_own() -> None:
     """The task tool runs a subagent as a conversation of its own, with the hooks of its
     agent definition (not its parent's): given `hook_config()`, its loop is refused after
-    its own six runs, though its parent ran the very same call six times before.
+    its own five runs, though its parent ran the very same call five times before.
 
-    The subagent's search answers a little differently each time (a fetch counter), as
+    The subagent's search answers a little differently each time (the time it took), as
     live searches do: OpenHands' stuck detection, which the task tool leaves on in a
     subagent, looks for identical observations and so never ends this loop; the breaker
-    counts identical calls and does."""
+    masks durations before comparing results, so no copy counts as progress, and it
+    does."""
     from openhands.sdk.subagent import AgentDefinition, register_agent_if_absent
     from openhands.tools.task import TaskToolSet
 
@@ -308,7 +311,7 @@ def test_a_task_subagent_with_our_hooks_is_guarded_and_counted_on_its_own() -> N
     def search(query: str) -> str:
         """Search the web."""
         ran.append(query)
-        return f"results for {query} (fetch {len(ran)})"
+        return f"results for {query} in {len(ran)}ms"
 
     definition = AgentDefinition(
         name="searcher", description="Searches the web.", tools=["search"], hooks=hook_config()
@@ -323,9 +326,9 @@ def test_a_task_subagent_with_our_hooks_is_guarded_and_counted_on_its_own() -> N
         if "delegate" not in first:  # the subagent's conversation
             return sub_loop(body)
         n = len(results_of(body))
-        if n < 6:
+        if n < scenario.RUNS:
             return tool_call(*scenario.loop_call("parent", n))
-        if n == 6:
+        if n == scenario.RUNS:
             task = {"prompt": "find it", "subagent_type": "searcher", "description": "search"}
             return tool_call("task", task, "task-0")
         return "delegated"
@@ -335,11 +338,12 @@ def test_a_task_subagent_with_our_hooks_is_guarded_and_counted_on_its_own() -> N
         parent = Agent(llm=llm, tools=[tool(search), Tool(name=TaskToolSet.name)])
         chat = conversation(parent, workspace=".", visualizer=None, stuck_detection=False)
         run(chat, "delegate the search")
-    assert ran == ["same"] * 12  # the parent's six, then the subagent's own six
-    for n in range(6 + scenario.GIVE_UP_AFTER):
+    # The parent's five, then the subagent's own five.
+    assert ran == ["same"] * (2 * scenario.RUNS)
+    for n in range(scenario.RUNS + scenario.GIVE_UP_AFTER):
         result = server.result_in_next_request(f"sub-{n}")
-        if n < 6:
-            assert result.text == f"results for same (fetch {7 + n})"
+        if n < scenario.RUNS:
+            assert result.text == f"results for same in {scenario.RUNS + 1 + n}ms"
         else:
             scenario.assert_loop_refusal(unframed(result.text))
     task_result = [r.text for r in server.tool_results() if r.call_id == "task-0"]
@@ -349,7 +353,8 @@ def test_a_task_subagent_with_our_hooks_is_guarded_and_counted_on_its_own() -> N
 
 def test_with_stuck_detection_on_openhands_ends_an_identical_loop_first() -> None:
     """OpenHands' default: four identical action-observation pairs make the conversation
-    STUCK, before the breaker's six; nothing is refused and the breaker stays quiet."""
+    STUCK, before the breaker's refusal of the sixth; nothing is refused and the breaker
+    stays quiet."""
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(results_of)) as server:
         chat = conversation(

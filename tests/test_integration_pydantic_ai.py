@@ -139,21 +139,24 @@ def assert_valid_history(messages: list[ModelMessage]) -> None:
 def check_loop_run(
     messages: list[ModelMessage], output: str, ran: list[str], tag: str = "loop"
 ) -> None:
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     denied = refusals(messages)
     assert len(denied) == 2
     for part in denied:
         assert part.outcome == "failed"  # sent to the provider as an error result
         scenario.assert_loop_refusal(str(part.content))
-    # The refusals answer the 7th and 8th calls, by their own ids.
-    assert [p.tool_call_id for p in denied] == [f"{tag}-6", f"{tag}-7"]
-    assert all(p.outcome == "success" for p in returns(messages)[:6])
+    # The refusals answer the 6th and 7th calls, by their own ids.
+    assert [p.tool_call_id for p in denied] == [
+        f"{tag}-{scenario.RUNS}",
+        f"{tag}-{scenario.RUNS + 1}",
+    ]
+    assert all(p.outcome == "success" for p in returns(messages)[: scenario.RUNS])
     assert_valid_history(messages)
     assert output == scenario.GIVE_UP
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six_sync(provider: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_sync(provider: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
     with fake(after=scenario.wire_loop(fake.results_of)) as server:
@@ -165,7 +168,7 @@ def test_loop_is_refused_after_six_sync(provider: str) -> None:
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six_async(provider: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_async(provider: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
     with fake(after=scenario.wire_loop(fake.results_of)) as server:
@@ -191,7 +194,7 @@ def test_refusal_does_not_use_retry_budget() -> None:
 
     result = agent.run_sync("go")
     assert len(refusals(result.all_messages())) == 5
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
@@ -227,8 +230,8 @@ def test_two_agents_sharing_a_breaker_have_separate_state() -> None:
 
 def test_delegated_agent_has_its_own_state() -> None:
     # With reset_on_new_call=False every copy in the window counts, so a shared state would
-    # trip the child at its 3rd call. The parent searches 4 times, then delegates to a child
-    # that loops on the same search: the child must get its own 6. (No reset at run start
+    # trip the child at its 2nd call. The parent searches 4 times, then delegates to a child
+    # that loops on the same search: the child must get its own 5. (No reset at run start
     # either, so the child's run cannot wipe a shared state and hide the sharing.)
     config = Config(reset_on_new_call=False, reset_on_user_prompt=False)
     capability = CircuitBreakerCapability(config=config)
@@ -256,8 +259,10 @@ def test_delegated_agent_has_its_own_state() -> None:
 
     result = parent.run_sync("go")
     assert refusals(result.all_messages()) == []
-    assert len(ran) == 10
-    check_loop_run(child_runs[0].all_messages(), child_runs[0].output, ["same"] * 6, tag="c")
+    assert len(ran) == 4 + scenario.RUNS
+    check_loop_run(
+        child_runs[0].all_messages(), child_runs[0].output, ["same"] * scenario.RUNS, tag="c"
+    )
     assert result.output == "parent done"
 
 
@@ -271,8 +276,8 @@ def test_state_is_per_conversation_and_reset_by_a_new_prompt() -> None:
     first = agent.run_sync("go")
     assert len(refusals(first.all_messages())) == 1
     second = agent.run_sync("again", message_history=first.all_messages())
-    # Six already ran in this conversation: the first call of the second run is refused.
-    assert len(ran) == 6
+    # Five already ran in this conversation: the first call of the second run is refused.
+    assert len(ran) == scenario.RUNS
     assert len(refusals(second.new_messages())) == 1
 
     # With the default reset, the second prompt starts fresh and the state is dropped after.
@@ -281,7 +286,7 @@ def test_state_is_per_conversation_and_reset_by_a_new_prompt() -> None:
     agent = search_agent(capability, looping_model("loop", give_up_after=1), ran, "y")
     first = agent.run_sync("go")
     second = agent.run_sync("again", message_history=first.all_messages())
-    assert len(ran) == 12
+    assert len(ran) == 2 * scenario.RUNS
     assert list(capability.breaker.store.agents()) == []
 
 
@@ -334,7 +339,7 @@ def test_a_failing_agent_id_fails_open(caplog: pytest.LogCaptureFixture) -> None
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six_streamed(provider: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_streamed(provider: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
 
@@ -352,7 +357,7 @@ def test_loop_is_refused_after_six_streamed(provider: str) -> None:
         path.endswith(":streamGenerateContent") if fake is FakeGemini else body.get("stream")
         for path, body in zip(server.paths, server.requests, strict=True)
     ]
-    assert len(streamed) == 6 + scenario.GIVE_UP_AFTER + 1 and all(streamed)
+    assert len(streamed) == scenario.RUNS + scenario.GIVE_UP_AFTER + 1 and all(streamed)
 
 
 @pytest.mark.parametrize("poller", [scenario.MOVING, scenario.FROZEN])

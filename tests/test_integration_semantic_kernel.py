@@ -100,13 +100,13 @@ def web_tools(ran: list[str]) -> list[Callable[..., Any]]:
     return [search, web_search]
 
 
-def test_loop_is_refused_after_six() -> None:
+def test_loop_is_refused_at_the_sixth_copy() -> None:
     ran: list[str] = []
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of)) as server:
         a = agent(server, [scenario.search_function(ran)])
         shared = guard(a)
         out = respond_to(a, "find it")
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_loop(server, False)
     assert out.message.content == scenario.GIVE_UP
     assert stop_reason(out) is None
@@ -134,13 +134,13 @@ def test_a_looping_agent_is_stopped_at_its_third_refusal() -> None:
         a = agent(server, [scenario.search_function(ran)])
         guard(a)
         out = respond_to(a, "find it")
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_stop(server, False)
     assert stop_reason(out) == scenario.STOP_REASON
     # Terminated: the response is the answer to the 9th call, the refusal, as a tool message.
     assert out.message.role == AuthorRole.TOOL
     (result,) = out.message.items
-    assert isinstance(result, FunctionResultContent) and result.id == "loop-8"
+    assert isinstance(result, FunctionResultContent) and result.id == f"loop-{scenario.RUNS + 2}"
     scenario.assert_loop_refusal(str(result.result))
 
 
@@ -162,7 +162,7 @@ def test_a_streamed_run_is_stopped_too() -> None:
                 pass
 
         asyncio.run(go())
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_stop(server, False)
     assert stop_reason(steps) == scenario.STOP_REASON
     assert stop_reason(steps[-1]) == scenario.STOP_REASON  # the last step: the 9th's answer
@@ -174,8 +174,8 @@ def test_stop_after_denials_zero_keeps_the_plain_refusals() -> None:
         a = agent(server, [scenario.search_function(ran)])
         guard(a, SemanticKernelCircuitBreaker(config=Config(stop_after_denials=0)))
         out = respond_to(a, "find it")
-    assert ran == ["same"] * 6
-    assert len(server.model_requests) == 12
+    assert ran == ["same"] * scenario.RUNS
+    assert len(server.model_requests) == scenario.RUNS + 5 + 1  # five refusals, then the answer
     assert out.message.content == scenario.GIVE_UP and stop_reason(out) is None
 
 
@@ -226,16 +226,18 @@ def group_chat(shared: SemanticKernelCircuitBreaker) -> tuple[list[str], list[st
 
 def test_group_chat_agents_are_keyed_apart_per_turn_or_by_name() -> None:
     # Every copy counts (reset_on_new_call=False): one state for the two agents would
-    # refuse the 7th search of the four turns' sixteen.
+    # refuse the 6th search of the four turns' sixteen.
     per_turn = SemanticKernelCircuitBreaker(config=Config(reset_on_new_call=False))
     ran, refused = group_chat(per_turn)
     assert len(ran) == 16 and refused == []
     gc.collect()
     assert list(per_turn.breaker.store.agents()) == []  # each turn's state went with it
-    # Keyed by agent name, across turns: each agent's second turn runs 2 and is refused 2.
-    config = Config(reset_on_new_call=False, reset_on_user_prompt=False)
+    # Keyed by agent name, across turns: each agent's second turn runs 1 (its 5th copy) and
+    # is refused 3 (stopAfterDenials=0: the third refusal in a row would stop the agent,
+    # which is not what this test is about).
+    config = Config(reset_on_new_call=False, reset_on_user_prompt=False, stop_after_denials=0)
     ran, refused = group_chat(SemanticKernelCircuitBreaker(config=config))
-    assert len(ran) == 12 and len(refused) == 4
+    assert len(ran) == 2 * scenario.RUNS and len(refused) == 2 * 3
     for text in refused:
         scenario.assert_loop_refusal(text)
 
@@ -275,13 +277,14 @@ def test_a_stop_in_a_group_chat_ends_that_agents_turn_and_the_chat_goes_on() -> 
     stopped = ("looper", AuthorRole.TOOL, scenario.STOP_REASON)
     said, ran, requests = looper_and_other(SemanticKernelCircuitBreaker())
     assert said == [stopped, ("other", AuthorRole.ASSISTANT, None), stopped]
-    assert (ran, requests) == (12, 9 + 1 + 9)  # each turn of looper a run of its own
+    # Each turn of looper a run of its own: 5 ran, the 8th call's refusal stopped it.
+    assert (ran, requests) == (2 * scenario.RUNS, (scenario.RUNS + 3) + 1 + (scenario.RUNS + 3))
     # Keyed by name: looper is still stopped at its next turn, at its first call.
     config = Config(reset_on_user_prompt=False)
     said, ran, requests = looper_and_other(SemanticKernelCircuitBreaker(config=config))
     again = DEFAULT_MESSAGES["stop"].format(tool="search", kind="duplicate", count=4, limit=3)
     assert said == [stopped, ("other", AuthorRole.ASSISTANT, None), (*stopped[:2], again)]
-    assert (ran, requests) == (6, 9 + 1 + 1)
+    assert (ran, requests) == (scenario.RUNS, (scenario.RUNS + 3) + 1 + 1)
 
 
 def two_turns_in_one_thread(shared: SemanticKernelCircuitBreaker) -> list[str]:
@@ -310,8 +313,8 @@ def two_turns_in_one_thread(shared: SemanticKernelCircuitBreaker) -> list[str]:
 
 def test_each_invocation_starts_fresh_unless_state_should_follow_the_agent() -> None:
     keep = Config(reset_on_user_prompt=False)
-    assert len(two_turns_in_one_thread(SemanticKernelCircuitBreaker(config=keep))) == 6
-    assert len(two_turns_in_one_thread(SemanticKernelCircuitBreaker())) == 12
+    assert len(two_turns_in_one_thread(SemanticKernelCircuitBreaker(config=keep))) == scenario.RUNS
+    assert len(two_turns_in_one_thread(SemanticKernelCircuitBreaker())) == 2 * scenario.RUNS
 
 
 def test_a_kept_chat_history_starts_a_new_run_at_each_user_message() -> None:
@@ -342,10 +345,10 @@ def test_a_kept_chat_history_starts_a_new_run_at_each_user_message() -> None:
             return answers
 
         answers = asyncio.run(turns(history))
-        # Each turn: 6 ran, the 9th call's refusal stopped it (the turn's state fresh).
-        assert ran == ["same"] * 12
+        # Each turn: 5 ran, the 8th call's refusal stopped it (the turn's state fresh).
+        assert ran == ["same"] * (2 * scenario.RUNS)
         assert [stop_reason(a) for a in answers] == [scenario.STOP_REASON] * 2
-        assert len(server.model_requests) == 18
+        assert len(server.model_requests) == 2 * (scenario.RUNS + 3)
         assert server.errors == []
         assert len(list(shared.breaker.store.agents())) == 1  # the second turn's, until...
         del history, answers
@@ -374,7 +377,7 @@ def test_no_other_filter_sees_a_refused_call() -> None:
         a.kernel.add_filter("auto_function_invocation", counting("after"))
         respond_to(a, "find it")
     scenario.check_wire_loop(server, False)
-    assert sorted(seen) == ["after"] * 6 + ["before"] * 6
+    assert sorted(seen) == ["after"] * scenario.RUNS + ["before"] * scenario.RUNS
     assert len(a.kernel.auto_function_invocation_filters) == 3
 
 
@@ -387,7 +390,7 @@ def test_a_cloned_kernel_keeps_the_breaker() -> None:
     assert [f.guard for _, f in clone.auto_function_invocation_filters] == [shared]
     with FakeOpenAI(after=scenario.wire_loop(FakeOpenAI.results_of)) as server:
         respond_to(agent(server, [scenario.search_function(ran)], kernel=clone), "find it")
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_loop(server, False)
 
 

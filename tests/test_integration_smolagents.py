@@ -75,7 +75,7 @@ def agent(server: FakeOpenAI, tools: list[Any], **kw: Any) -> Any:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_loop_is_refused_after_six(stream: bool) -> None:
+def test_loop_is_refused_at_the_sixth_copy(stream: bool) -> None:
     ran: list[str] = []
     with FakeSmolagents(after=answering(scenario.wire_loop(smolagents_results))) as server:
         a = guard(agent(server, search_tools(ran)))
@@ -84,7 +84,7 @@ def test_loop_is_refused_after_six(stream: bool) -> None:
             out = steps[-1].output
         else:
             out = a.run("find it")
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_loop(server, False)
     assert out == scenario.GIVE_UP
 
@@ -110,7 +110,7 @@ def test_a_looping_agent_is_stopped_at_its_third_refusal(stream: bool) -> None:
             out = a.run("find it", stream=stream)
             if stream:
                 list(out)
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     scenario.check_wire_stop(server, False)
     assert stop_reason(stopped.value) == scenario.STOP_REASON == str(stopped.value)
     # The refusal answered the 9th call: it is in the agent's memory, as any result is.
@@ -123,8 +123,8 @@ def test_stop_after_denials_zero_keeps_the_plain_refusals() -> None:
     with FakeSmolagents(after=respond) as server:
         a = guard(agent(server, search_tools(ran)), config=Config(stop_after_denials=0))
         out = a.run("find it")
-    assert ran == ["same"] * 6
-    assert len(server.model_requests) == 12
+    assert ran == ["same"] * scenario.RUNS
+    assert len(server.model_requests) == scenario.RUNS + 5 + 1  # five refusals, then the answer
     assert out == scenario.GIVE_UP
 
 
@@ -141,7 +141,7 @@ def test_a_web_search_budget_of_12_refuses_the_13th() -> None:
 def test_a_managed_agent_has_its_own_state_and_its_stop_ends_only_its_run() -> None:
     # The manager searches 4 times, then hands a task to a managed agent that loops on the
     # same search forever. reset_on_new_call=False: a shared state would refuse the
-    # member's 3rd call; it must get its own 6, then be stopped; the manager goes on.
+    # member's 2nd call; it must get its own 5, then be stopped; the manager goes on.
     ran: list[str] = []
 
     def is_member(body: dict[str, Any]) -> bool:
@@ -166,12 +166,12 @@ def test_a_managed_agent_has_its_own_state_and_its_stop_ends_only_its_run() -> N
         g = CircuitBreakerGuard(config=Config(reset_on_new_call=False))
         g.guard(manager)
         out = manager.run("go")
-    assert ran == ["same"] * 10  # 4 for the manager, 6 for the member
+    assert ran == ["same"] * (4 + scenario.RUNS)  # 4 for the manager, 5 for the member
     assert not any(
         scenario.is_refusal(server.result_in_next_request(f"p-{n}").text) for n in range(4)
     )
-    scenario.assert_loop_refusal(server.result_in_next_request("m-6").text)
-    assert len([b for b in server.model_requests if is_member(b)]) == 9
+    scenario.assert_loop_refusal(server.result_in_next_request(f"m-{scenario.RUNS}").text)
+    assert len([b for b in server.model_requests if is_member(b)]) == scenario.RUNS + 3
     # The manager reads the member's stop as smolagents' error for a team member's call
     # (a call that raised: its step keeps the error, not the call).
     (error,) = handed_back(server.model_requests[-1])
@@ -190,8 +190,8 @@ def test_a_new_run_starts_fresh_unless_state_should_follow_the_agent() -> None:
             a.run("again")
         return ran
 
-    assert len(two_runs(Config())) == 12  # each run its own 6
-    assert len(two_runs(Config(reset_on_user_prompt=False))) == 6
+    assert len(two_runs(Config())) == 2 * scenario.RUNS  # each run its own 5
+    assert len(two_runs(Config(reset_on_user_prompt=False))) == scenario.RUNS
 
 
 # -- CodeAgent: the tools are called from the code the model writes ---------------------
@@ -204,19 +204,19 @@ def code_turn(body: dict[str, Any]) -> Any:
     return "Thought: search again.\n<code>\nprint(search(query='same'))\n</code>"
 
 
-def test_a_code_agent_is_refused_after_six_and_stopped_at_its_third_refusal() -> None:
+def test_a_code_agent_is_refused_at_the_sixth_copy_and_stopped_at_its_third_refusal() -> None:
     ran: list[str] = []
     with FakeSmolagents(after=code_turn) as server:
         a = guard(CodeAgent(tools=search_tools(ran), model=model(server), verbosity_level=0))
         assert isinstance(a.tools["search"], GuardedTool)
         with pytest.raises(CircuitBreakerStop) as stopped:
             a.run("find it", max_steps=50)
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     assert stop_reason(stopped.value) == scenario.STOP_REASON
     results = server.tool_results()
-    assert len(server.model_requests) == 9 and len(results) == 8
-    assert all("results for same" in r.text and not r.is_error for r in results[:6])
-    for refused in results[6:]:
+    assert len(server.model_requests) == scenario.RUNS + 3 and len(results) == scenario.RUNS + 2
+    assert all("results for same" in r.text and not r.is_error for r in results[: scenario.RUNS])
+    for refused in results[scenario.RUNS :]:
         # smolagents' execution error for the snippet, the breaker's text in it.
         assert refused.is_error and "due to: ToolCallRefused: " + scenario.DENIED in refused.text
         scenario.assert_loop_refusal(refused.text.split("ToolCallRefused: ", 1)[1])

@@ -210,7 +210,7 @@ def openai_agents(script: Script, config: Config | None = None) -> Run:
         items = [dict(i) for i in asyncio.run(session.get_items())]
         calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
         answered = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
-        assert calls == answered and len(calls) == 8
+        assert calls == answered and len(calls) == scenario.RUNS + 2
     return run
 
 
@@ -416,14 +416,16 @@ def _have(module: str) -> bool:
 @pytest.mark.parametrize("framework", FRAMEWORKS, ids=IDS)
 def test_a_looping_agent_is_stopped_with_no_model_request_after(framework: Any) -> None:
     run = framework(looping)
-    assert run.ran == ["same"] * 6  # six ran; the refused calls never reached the tool
+    # Five ran (the 6th identical call is the first refused); the refused calls never
+    # reached the tool.
+    assert run.ran == ["same"] * scenario.RUNS
     assert run.stop_reason == STOP_REASON
     assert run.final is None
-    # Nine model requests: each made one call; the ninth call's refusal was the third in a
-    # row, and no request followed it.
-    assert len(run.requests) == 9
+    # Eight model requests: each made one call; the eighth call's refusal was the third in
+    # a row, and no request followed it.
+    assert len(run.requests) == scenario.RUNS + 3
     seen = run.requests[-1]
-    assert [scenario.is_refusal(r) for r in seen] == [False] * 6 + [True] * 2
+    assert [scenario.is_refusal(r) for r in seen] == [False] * scenario.RUNS + [True] * 2
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS, ids=IDS)
@@ -442,7 +444,7 @@ def test_a_model_that_reads_two_refusals_and_changes_course_is_not_stopped(
     run = framework(reads_refusals)
     assert run.stop_reason is None
     assert run.final == "found it another way"
-    assert run.ran == ["same"] * 6 + ["other"]
+    assert run.ran == ["same"] * scenario.RUNS + ["other"]
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS, ids=IDS)
@@ -465,7 +467,7 @@ def test_stop_after_denials_zero_leaves_the_loop_to_the_refusals(framework: Any)
 
     run = framework(gives_up_after_five, Config(stop_after_denials=0))
     assert run.stop_reason is None and run.final == scenario.GIVE_UP
-    assert run.ran == ["same"] * 6
+    assert run.ran == ["same"] * scenario.RUNS
 
 
 # --- Claude Agent SDK: the real Claude Code CLI ---
@@ -513,8 +515,9 @@ def test_claude_agent_sdk_loop_ends_the_session_with_hook_stopped(tmp_path: Path
     with FakeAnthropic(after=respond) as fake:
         messages = asyncio.run(asyncio.wait_for(session(fake.url), timeout=240))
         requests = len(fake.model_requests)
-    assert (home / "ran.txt").read_text().splitlines() == ["hi"] * 6
-    assert requests == 9  # the CLI made no model request after the stop
+    # Each echo returns the same (empty) output, so no copy counts as progress: five ran.
+    assert (home / "ran.txt").read_text().splitlines() == ["hi"] * scenario.RUNS
+    assert requests == scenario.RUNS + 3  # the CLI made no model request after the stop
     (result,) = [m for m in messages if isinstance(m, ResultMessage)]
     assert result.terminal_reason == "hook_stopped"
     assert len(result.permission_denials) == 3
@@ -531,9 +534,9 @@ def test_claude_agent_sdk_loop_ends_the_session_with_hook_stopped(tmp_path: Path
 def test_one_breaker_serves_a_stopped_agent_and_a_healthy_one() -> None:
     # A shared breaker: one agent stopped does not stop the other (per-agent refusals).
     breaker = CircuitBreaker()
-    for _ in range(9):
+    for _ in range(scenario.RUNS + 2):  # five run, two refused
         breaker.check("looper", "search", {"query": "same"})
-    assert breaker.check("looper", "search", {"query": "same"}).stop
+    assert breaker.check("looper", "search", {"query": "same"}).stop  # the third refusal
     assert not any(breaker.check("worker", "search", {"query": f"q{i}"}).stop for i in range(20))
 
 
@@ -590,8 +593,10 @@ def test_google_adk_a_stopped_agent_tool_hands_the_stop_text_to_its_parent() -> 
     root = LlmAgent(name="root", model=Scripted(respond=parent), tools=[AgentTool(child)])
     plugin = CircuitBreakerPlugin()
     events = run_adk_app(root, plugin)
-    assert ran == ["same"] * 6
-    assert child_model.requests == 9  # stopped: no request after its third refusal in a row
+    assert ran == ["same"] * scenario.RUNS
+    assert (
+        child_model.requests == scenario.RUNS + 3
+    )  # stopped: no request after its third refusal in a row
     assert STOP_REASON in json.dumps(parent_saw)  # the child's final text, as the tool result
     last = events[-1]
     assert last.is_final_response() and last.content.parts[0].text == "parent goes on"

@@ -150,14 +150,17 @@ def make_agent(model: Model, tools: list[Any], hooks: list[Any]) -> Agent:
 
 
 def check_loop(agent: Agent, reply: Any, ran: list[str], tag: str = "loop") -> None:
-    assert ran == ["same"] * 6
+    assert ran == ["same"] * scenario.RUNS
     messages = agent.messages
     denied = refusals(messages)
-    assert [r["toolUseId"] for r in denied] == [f"{tag}-6", f"{tag}-7"]
+    assert [r["toolUseId"] for r in denied] == [
+        f"{tag}-{scenario.RUNS}",
+        f"{tag}-{scenario.RUNS + 1}",
+    ]
     for r in denied:
         assert r["status"] == "error"
         scenario.assert_loop_refusal(text_of(r))
-    assert all(r["status"] == "success" for r in results(messages)[:6])
+    assert all(r["status"] == "success" for r in results(messages)[: scenario.RUNS])
     # Every toolUse is answered once, by id, in the next message.
     for i, m in enumerate(messages):
         uses = [b["toolUse"]["toolUseId"] for b in m["content"] if "toolUse" in b]
@@ -167,7 +170,7 @@ def check_loop(agent: Agent, reply: Any, ran: list[str], tag: str = "loop") -> N
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six_sync(provider: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_sync(provider: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
     with fake(after=scenario.wire_loop(fake.results_of)) as server:
@@ -178,7 +181,7 @@ def test_loop_is_refused_after_six_sync(provider: str) -> None:
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_loop_is_refused_after_six_async(provider: str) -> None:
+def test_loop_is_refused_at_the_sixth_copy_async(provider: str) -> None:
     fake, error_flag = PROVIDERS[provider]
     ran: list[str] = []
     with fake(after=scenario.wire_loop(fake.results_of)) as server:
@@ -227,8 +230,8 @@ def test_healthy_edit_test_cycle_is_never_refused(provider: str) -> None:
 
 def test_agents_sharing_a_provider_and_an_agent_as_tool_have_their_own_state() -> None:
     # reset_on_new_call=False: every copy counts, so a shared state would trip the inner
-    # agent at its 3rd call. The outer agent searches 4 times, then asks the inner agent,
-    # which loops on the same search; it must get its own 6.
+    # agent at its 2nd call. The outer agent searches 4 times, then asks the inner agent,
+    # which loops on the same search; it must get its own 5.
     hooks = CircuitBreakerHooks(config=Config(reset_on_new_call=False))
     ran: list[str] = []
     inner = make_agent(looping("in"), [search_tool(ran)], [hooks])
@@ -255,7 +258,7 @@ def test_agents_sharing_a_provider_and_an_agent_as_tool_have_their_own_state() -
     assert str(reply).strip() == "outer done"
     assert refusals(outer.messages) == []
     check_loop(inner, scenario.GIVE_UP, ran[4:], tag="in")
-    assert len(ran) == 10
+    assert len(ran) == 4 + scenario.RUNS
 
 
 def test_new_invocation_resets_unless_configured_not_to() -> None:
@@ -263,14 +266,14 @@ def test_new_invocation_resets_unless_configured_not_to() -> None:
     agent = make_agent(looping("loop", 1), [search_tool(ran)], [CircuitBreakerHooks()])
     agent("go")
     agent("again")
-    assert len(ran) == 12
+    assert len(ran) == 2 * scenario.RUNS
 
     ran.clear()
     keep = CircuitBreakerHooks(CircuitBreaker(Config(reset_on_user_prompt=False)))
     agent = make_agent(looping("loop", 1), [search_tool(ran)], [keep])
     agent("go")
     agent("again")  # the first call of the second invocation is refused at once
-    assert len(ran) == 6
+    assert len(ran) == scenario.RUNS
     assert [r["toolUseId"] for r in refusals(this_turn(agent.messages))] == ["loop-0"]
 
 

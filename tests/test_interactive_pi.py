@@ -2,8 +2,8 @@
 (tests/support/tmux.py), with the extension the installed wheel's `install pi` wrote,
 against a scripted model on 127.0.0.1 that asks for the same bash command for ever.
 
-What a person sees: 6 calls run, the 7th and 8th are refused with our text as the tool's
-error, and at the 9th the extension blocks the call and aborts the agent: the stop text
+What a person sees: 5 calls run, the 6th and 7th are refused with our text as the tool's
+error, and at the 8th the extension blocks the call and aborts the agent: the stop text
 shows and pi is back at its editor, with no further model request. A second typed prompt
 starts afresh. The screens are kept in .test-output/screens/.
 """
@@ -73,7 +73,7 @@ def test_pi_interactive_refusals_then_the_stop(installed: Installed) -> None:
             screen = ui.wait_for(r"this agent is being stopped", "the-breaker-stops", 300)
             flat = " ".join(screen.split())
             assert "Circuit breaker: NOT run, a repeat" in flat
-            assert lines(side) == 6
+            assert lines(side) == 5
             asked = len(model.requests)
             time.sleep(5)
             assert len(model.requests) == asked, "a model request after the stop"
@@ -81,5 +81,5 @@ def test_pi_interactive_refusals_then_the_stop(installed: Installed) -> None:
             ui.keep("back-at-the-editor")
             ui.type(SECOND)
             ui.wait_for(r"Hello: it ran\.", "a-second-prompt-starts-afresh", 240)
-            assert lines(side) == 7  # the same call ran again: a new prompt, a new agent run
+            assert lines(side) == 6  # the same call ran again: a new prompt, a new agent run
     assert model.errors == []

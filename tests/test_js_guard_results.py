@@ -96,6 +96,6 @@ def test_results_reach_the_guard_as_the_check_sent_the_call(tmp_path: Path) -> N
 
 def test_with_results_off_nothing_is_kept_or_sent(tmp_path: Path) -> None:
     found = client(tmp_path, {"resultProgress": False, "sameResultLimit": 0})
-    assert found["moving"] == "A" * 6 + "X" * 4
+    assert found["moving"] == "A" * 5 + "X" * 5  # the 6th copy is refused
     assert found["interleaved"] == "A.A.A.A.A.A."
     assert (found["count"], found["kept"], found["warnings"]) == (0, 0, [])

@@ -6,8 +6,9 @@ upstream. The installed wheel's own `install mcp --file` wraps the server entry,
 CLI starts the relay exactly as a user's config would.
 
 A tap between the relay and the server (tests/support/mcp_tap.py) logs every message that
-reached the server: it must have seen exactly 6 `tools/call`, and the 7th call's result in
-the next model request is the breaker's text.
+reached the server: it must have seen exactly 5 `tools/call`, and the 6th call's result in
+the next model request is the breaker's text (the original plugin's probe: "the sixth call
+was denied").
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def everything() -> Path:
 
 
 def refusal() -> str:
-    """The breaker's text for the 7th echo, the tool as the relay names it (`--name`)."""
+    """The breaker's text for the 6th echo, the tool as the relay names it (`--name`)."""
     return DEFAULT_MESSAGES["duplicate"].format(tool="everything/echo", count=6, limit=6)
 
 
@@ -145,17 +146,17 @@ def test_claude_code_through_the_relay(
     calls = [tool_use(echo, {"message": "cbprobe"}) for _ in range(CALLS)]
     with FakeAnthropic([*calls, "Done."]) as model:
         claude_code(installed, model, config, echo)
-    assert tool_calls_seen(seen) == ["tools/call echo"] * 6
+    assert tool_calls_seen(seen) == ["tools/call echo"] * 5
     results = [model.result_in_next_request(c["id"]) for c in model.tool_uses()]
     assert len(results) == CALLS
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 4
-    assert all(r.text == "Echo: cbprobe" for r in results[:6]), [r.text for r in results[:6]]
+    assert [r.is_error for r in results] == [False] * 5 + [True] * 5
+    assert all(r.text == "Echo: cbprobe" for r in results[:5]), [r.text for r in results[:5]]
     # Past stopAfterDenials nothing changes: the relay cannot end the client's agent. The
     # model reads the relay's text verbatim; to the first error of an MCP tool whose schema
     # the model never loaded (Claude Code's tool search), Claude Code adds a note of its own.
-    first, *rest = [r.text for r in results[6:]]
+    first, *rest = [r.text for r in results[5:]]
     assert first.startswith(refusal() + "\n\nThis tool's input schema was not in your prompt")
-    assert rest == [refusal()] * 3
+    assert rest == [refusal()] * 4
 
 
 def test_gemini_cli_through_the_relay(gemini: Path, everything: Path, installed: Installed) -> None:
@@ -169,11 +170,11 @@ def test_gemini_cli_through_the_relay(gemini: Path, everything: Path, installed:
     calls = [tool_call(echo, {"message": "cbprobe"}) for _ in range(CALLS)]
     with FakeGemini([*calls, "Done."]) as model:
         output = gemini_cli(installed, model)
-    assert tool_calls_seen(seen) == ["tools/call echo"] * 6
+    assert tool_calls_seen(seen) == ["tools/call echo"] * 5
     results = [model.result_in_next_request(c["id"]) for c in model.tool_uses()]
     assert len(results) == CALLS
     ran = {"output": "<untrusted_context>\nEcho: cbprobe\n</untrusted_context>"}
-    assert [r.raw["response"] for r in results[:6]] == [ran] * 6
+    assert [r.raw["response"] for r in results[:5]] == [ran] * 5
     # Gemini CLI hands an MCP tool's error result to the model as this error line, the
     # result itself (the relay's text, verbatim) in it as JSON.
     call = {"name": "echo", "args": {"message": "cbprobe"}}
@@ -182,7 +183,7 @@ def test_gemini_cli_through_the_relay(gemini: Path, everything: Path, installed:
         f"MCP tool 'echo' reported tool error for function call: {compact(call)} "
         f"with response: {compact([{'functionResponse': {'name': 'echo', 'response': content}}])}"
     )
-    assert [r.raw["response"] for r in results[6:]] == [{"error": error}] * 4
+    assert [r.raw["response"] for r in results[5:]] == [{"error": error}] * 5
     assert output["response"] == "Done."
 
 

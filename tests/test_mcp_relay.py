@@ -1,7 +1,7 @@
 """The MCP relay over stdio (`dsh-circuit-breaker mcp -- COMMAND`), run from the installed
 wheel in front of real servers, driven by the official `mcp` client:
 
-- the probe: the same `tools/call` forever; the upstream sees exactly 6, the 7th and on
+- the probe: the same `tools/call` forever; the upstream sees exactly 5, the 6th and on
   get the breaker's text as an error result, at 2025-11-25 (server-everything), through a
   2026-07-28 client that falls back to it, and at 2026-07-28 (an `mcp` SDK server);
 - the literal refusal on the wire, in each version's shape;
@@ -61,7 +61,7 @@ def relay(installed: Installed, upstream: list[str], *options: str) -> list[str]
     return [str(installed.cli), "mcp", *options, "--", *upstream]
 
 
-def expected_text(tool: str, calls: int = 7) -> str:
+def expected_text(tool: str, calls: int = 6) -> str:
     """The breaker's own text for the `calls`th identical call, with the defaults."""
     breaker = CircuitBreaker()
     for _ in range(calls - 1):
@@ -88,7 +88,7 @@ PROBES = {
 
 
 @pytest.mark.parametrize("name", sorted(PROBES))
-def test_the_probe_runs_six_then_refuses(
+def test_the_probe_runs_five_then_refuses_the_sixth(
     installed: Installed, tmp_path: Path, everything: list[str], name: str
 ) -> None:
     upstream_kind, mode, _version = PROBES[name]
@@ -96,13 +96,13 @@ def test_the_probe_runs_six_then_refuses(
     log = tmp_path / "upstream-stdin.jsonl"
     results = anyio.run(probe, relay(installed, teed(log, upstream)), installed.env, mode, "echo")
 
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 4
-    assert len(upstream_calls(log)) == 6  # the refused four never reached it
+    assert [r.is_error for r in results] == [False] * 5 + [True] * 5
+    assert len(upstream_calls(log)) == 5  # the refused five never reached it
     text = expected_text("echo")
-    for refused in results[6:]:
+    for refused in results[5:]:
         assert [(c.type, c.text) for c in refused.content] == [("text", text)]
     if upstream_kind == "sdk":  # it counts its own runs
-        assert results[5].content[0].text == "echo: again"
+        assert results[4].content[0].text == "echo: again"
 
 
 def test_status_sees_the_mcp_agent_and_name_prefixes_the_tool(
@@ -112,8 +112,8 @@ def test_status_sees_the_mcp_agent_and_name_prefixes_the_tool(
     command = relay(installed, teed(log, everything), "--name", "everything")
     results = anyio.run(probe, command, installed.env, "legacy", "echo")
 
-    assert results[6].content[0].text == expected_text("everything/echo")
-    assert len(upstream_calls(log)) == 6
+    assert results[5].content[0].text == expected_text("everything/echo")
+    assert len(upstream_calls(log)) == 5
     status = installed.run("status", "--json")
     assert status.returncode == 0, status.stderr
     agents = [json.loads(line)["agent"] for line in status.stdout.splitlines()]
@@ -187,11 +187,11 @@ def test_the_refusal_at_2025_11_25_is_a_plain_error_result(
     raw = Raw(relay(installed, everything), installed.env)
     assert raw.ask(initialize("2025-11-25"))["result"]["protocolVersion"] == "2025-11-25"
     raw.send(INITIALIZED)
-    answers = [raw.ask(echo_call(n)) for n in range(1, 8)]
-    assert answers[5]["result"]["content"] == [{"type": "text", "text": "Echo: again"}]
-    assert answers[6] == {
+    answers = [raw.ask(echo_call(n)) for n in range(1, 7)]
+    assert answers[4]["result"]["content"] == [{"type": "text", "text": "Echo: again"}]
+    assert answers[5] == {
         "jsonrpc": "2.0",
-        "id": 7,
+        "id": 6,
         "result": {
             "content": [{"type": "text", "text": expected_text("echo")}],
             "isError": True,
@@ -214,12 +214,12 @@ def test_the_refusal_at_2026_07_28_says_result_type_complete(installed: Installe
         {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": MODERN}}
     )
     assert "2026-07-28" in discovered["result"]["supportedVersions"]
-    answers = [raw.ask(echo_call(n, MODERN)) for n in range(1, 8)]
-    assert answers[5]["result"]["content"][0]["text"] == "echo: again"
-    assert answers[5]["result"]["resultType"] == "complete"  # the server's own, for comparison
-    assert answers[6] == {
+    answers = [raw.ask(echo_call(n, MODERN)) for n in range(1, 7)]
+    assert answers[4]["result"]["content"][0]["text"] == "echo: again"
+    assert answers[4]["result"]["resultType"] == "complete"  # the server's own, for comparison
+    assert answers[5] == {
         "jsonrpc": "2.0",
-        "id": 7,
+        "id": 6,
         "result": {
             "content": [{"type": "text", "text": expected_text("echo")}],
             "isError": True,
@@ -259,10 +259,10 @@ def test_a_new_initialize_starts_a_new_agent_and_agent_id_keeps_one(
             raw.send(INITIALIZED)
             answers = [raw.ask(echo_call(n)) for n in range(1, 5)]
             refused = [a["result"].get("isError", False) for a in answers]
+            # With one agent kept, the second connection's calls are copies 5 to 8: the
+            # 6th copy is refused.
             expected = (
-                [False] * 4
-                if attempt == 0 or not second_run_refused
-                else [False, False, True, True]
+                [False] * 4 if attempt == 0 or not second_run_refused else [False, True, True, True]
             )
             assert refused == expected, (options, attempt)
         raw.close()
@@ -274,10 +274,10 @@ def test_a_conversation_id_in_meta_keys_the_agent(
     raw = Raw(relay(installed, everything), installed.env)
     raw.ask(initialize("2025-11-25"))
     raw.send(INITIALIZED)
-    for n in range(1, 7):
+    for n in range(1, 6):
         raw.ask(echo_call(n, {"sessionID": "ses_a"}))
-    assert raw.ask(echo_call(7, {"sessionID": "ses_a"}))["result"]["isError"] is True
-    assert "isError" not in raw.ask(echo_call(8, {"sessionID": "ses_b"}))["result"]
+    assert raw.ask(echo_call(6, {"sessionID": "ses_a"}))["result"]["isError"] is True
+    assert "isError" not in raw.ask(echo_call(7, {"sessionID": "ses_b"}))["result"]
     raw.close()
 
 

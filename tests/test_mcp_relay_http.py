@@ -123,15 +123,17 @@ async def probe(transport: Any, mode: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28", "auto"])
-def test_the_probe_over_http_runs_six_then_refuses(relay_to: Any, sdk_http: str, mode: str) -> None:
+def test_the_probe_over_http_runs_five_then_refuses(
+    relay_to: Any, sdk_http: str, mode: str
+) -> None:
     relay = relay_to(sdk_http)
     results = anyio.run(probe, mcp_scenario.http(relay.url, AUTH), mode)
-    assert [r.is_error for r in results] == [False] * 6 + [True] * 4 + [False] * 2
-    for refused in results[6:10]:
+    assert [r.is_error for r in results] == [False] * 5 + [True] * 5 + [False] * 2
+    for refused in results[5:10]:
         assert refused.content[0].text == expected_text("echo")
-    # The server ran echo exactly 6 times before the other call: the 4 never reached it.
+    # The server ran echo exactly 5 times before the other call: the 5 never reached it.
     assert results[10].content[0].text == "echo: other"
-    assert results[11].content[0].text == "7 echo runs"
+    assert results[11].content[0].text == "6 echo runs"
 
 
 def test_the_refusal_on_the_wire_in_each_version(relay_to: Any, sdk_http: str) -> None:
@@ -142,15 +144,15 @@ def test_the_refusal_on_the_wire_in_each_version(relay_to: Any, sdk_http: str) -
         "io.modelcontextprotocol/clientCapabilities": {},
     }
     answers = []
-    for n in range(1, 8):
+    for n in range(1, 7):
         params = {"name": "echo", "arguments": {"message": "again"}, "_meta": meta}
         body = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
         answers.append(post(relay.url, body, {"MCP-Protocol-Version": "2026-07-28"}))
-    status, headers, text = answers[6]
+    status, headers, text = answers[5]
     assert (status, headers["Content-Type"]) == (200, "application/json")
     assert json.loads(text) == {
         "jsonrpc": "2.0",
-        "id": 7,
+        "id": 6,
         "result": {
             "content": [{"type": "text", "text": expected_text("echo")}],
             "isError": True,

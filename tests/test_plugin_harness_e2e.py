@@ -48,8 +48,9 @@ def incidents(harness: Harness) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines(harness.incidents)]
 
 
-def test_probe_six_run_four_refused(harness: Harness) -> None:
-    # stopAfterDenials: 0, the breaker only refuses: the run goes on to the model's end.
+def test_probe_five_run_the_sixth_and_after_refused(harness: Harness) -> None:
+    # The original plugin's probe: "the sixth call was denied". stopAfterDenials: 0, the
+    # breaker only refuses: the run goes on to the model's end.
     config = harness.home / "breaker.json"
     config.write_text(json.dumps({"stopAfterDenials": 0}))
     harness.install("--config", str(config))
@@ -58,11 +59,11 @@ def test_probe_six_run_four_refused(harness: Harness) -> None:
         result = harness.run(model, "Run the cbprobe4 probe ten times.")
     assert result.returncode == 0, result.stderr[-3000:]
     assert model.errors == []
-    assert lines(side) == ["cbprobe4"] * 6
+    assert lines(side) == ["cbprobe4"] * 5
     calls = model.tool_uses()
-    assert [r.text == DENIED for r in model.tool_results()] == [False] * 6 + [True] * 4
+    assert [r.text == DENIED for r in model.tool_results()] == [False] * 5 + [True] * 5
     # The refusal is what the model was sent next, as the refused call's result.
-    assert model.result_in_next_request(calls[6]["id"]).text == DENIED
+    assert model.result_in_next_request(calls[5]["id"]).text == DENIED
     (start,) = harness.starts(result)
     assert start["ok"] and start["python"] == str(harness.product.python)
     assert start["pluginFile"] == str(harness.adapter_file)
@@ -83,14 +84,14 @@ def test_a_looping_agent_is_stopped_at_its_third_refusal_in_a_row(harness: Harne
         result = harness.run(model, "Run the probe until it says stop.")
     assert result.returncode == harness.stopped_returncode, result.stderr[-3000:]
     assert model.errors == []
-    assert lines(side) == ["cbprobe4"] * 6
-    # Nine replies, the 9th refused with stop: no model request after it.
+    assert lines(side) == ["cbprobe4"] * 5
+    # Eight replies, the 8th refused with stop: no model request after it.
     calls = model.tool_uses()
-    assert len(model.replies) == len(calls) == 9
-    # The model saw the 7th and 8th refused; the 9th's refusal is the harness's record of
+    assert len(model.replies) == len(calls) == 8
+    # The model saw the 6th and 7th refused; the 8th's refusal is the harness's record of
     # that call, sent to no model.
-    assert [r.text == DENIED for r in model.tool_results()] == [False] * 6 + [True] * 2
-    assert harness.recorded_result(result, calls[8]["id"]) == DENIED
+    assert [r.text == DENIED for r in model.tool_results()] == [False] * 5 + [True] * 2
+    assert harness.recorded_result(result, calls[7]["id"]) == DENIED
     assert STOPPED in harness.stop_shown(result)
     duplicate, stop = incidents(harness)
     assert (duplicate["kind"], stop["kind"], stop["count"]) == ("duplicate", "stop", 3)
@@ -104,7 +105,7 @@ def test_pi_print_mode_exits_1_after_a_stop(installed: Installed) -> None:
     with harness.model([bash(f"echo cbprobe4 >> {side}")] * 30) as model:
         result = harness.run(model, "Run the probe.", flags=("--mode", "text"))
     assert result.returncode == 1
-    assert len(model.replies) == 9 and lines(side) == ["cbprobe4"] * 6
+    assert len(model.replies) == 8 and lines(side) == ["cbprobe4"] * 5
     assert result.stdout == ""
     assert result.stderr.splitlines() == [STOPPED, "Request was aborted."]
 
@@ -145,7 +146,8 @@ def test_healthy_edit_and_test_cycle_is_never_refused(harness: Harness) -> None:
 def test_with_result_progress_a_moving_poll_runs_on_and_a_frozen_one_is_refused(
     harness: Harness,
 ) -> None:
-    # The adapter reports each allowed call's result from the harness's after-tool event.
+    # The adapter reports each allowed call's result from the harness's after-tool event,
+    # by default (CONFIG only turns the stop off).
     config = harness.home / "breaker.json"
     config.write_text(json.dumps(CONFIG))
     harness.install("--config", str(config))
@@ -160,8 +162,8 @@ def test_with_result_progress_a_moving_poll_runs_on_and_a_frozen_one_is_refused(
     assert [t.strip() for t in texts[:COPIES]] == [f"step {n}" for n in range(COPIES)]
     assert runs(moving) == COPIES
     assert [t == DENIED for t in texts[COPIES:]] == refused()
-    assert [t.strip() for t in texts[COPIES:]][:6] == ["step"] * 6
-    assert runs(frozen) == 6
+    assert [t.strip() for t in texts[COPIES:]][:5] == ["step"] * 5
+    assert runs(frozen) == 5
     (incident,) = incidents(harness)
     assert (incident["kind"], incident["count"]) == ("duplicate", 6)
     assert "step" not in harness.incidents.read_text()  # no result content on disk
@@ -281,8 +283,8 @@ def test_a_new_user_prompt_resets_the_session(harness: Harness, reset: bool) -> 
     config.write_text(json.dumps({"resetOnUserPrompt": reset}))
     harness.install("--config", str(config), "--state", f"sqlite:///{harness.home / 'cb.db'}")
     side = harness.work / "side.txt"
-    with harness.model([*probe(side)[:6], "Six."]) as model:
-        first = harness.run(model, "Run the probe six times.", session="new")
+    with harness.model([*probe(side)[:5], "Five."]) as model:  # as many as may run
+        first = harness.run(model, "Run the probe five times.", session="new")
     assert first.returncode == 0, first.stderr[-3000:]
     with harness.model([*probe(side)[:2], "Two more."]) as model:
         second = harness.run(model, "Run it twice more.", session="continue")
@@ -292,4 +294,4 @@ def test_a_new_user_prompt_resets_the_session(harness: Harness, reset: bool) -> 
     results = [model.result_in_next_request(call["id"]).text for call in model.tool_uses()]
     refused = [text == DENIED for text in results]
     assert refused == ([False, False] if reset else [True, True])
-    assert len(lines(side)) == (8 if reset else 6)
+    assert len(lines(side)) == (7 if reset else 5)

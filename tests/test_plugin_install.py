@@ -95,7 +95,7 @@ def test_the_guard_loads_the_recorded_config_as_the_harness_hook_would(
     reply = GuardServer().handle_line(json.dumps(hello).encode())
     assert reply is not None and reply["ok"], reply
     effective = reply["config"]
-    assert effective["duplicateLimit"] == 3
+    assert effective["duplicateLimit"] == 4
     assert effective["incidentLog"].endswith("/dsh-circuit-breaker/incidents.jsonl")
     if name == "pi":
         assert effective["exempt"] == ["todo_write", "ask_user_question", "exit_plan_mode"]

@@ -268,6 +268,8 @@ class CircuitBreaker:
         from .incidents import append_incident, incident_line
 
         who = agent_label(agent)
+        if self.harness != "python":  # the live page names a command hook's agents by it
+            who = {**who, "harness": self.harness}
         if verdict.first_of_kind:
             line = incident_line(verdict.kind, tool, verdict.seen, verdict.limit, who)
             append_incident(path, line)

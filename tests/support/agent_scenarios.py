@@ -32,6 +32,10 @@ Call = tuple[str, dict[str, Any], str]  # tool name, arguments, call id
 T = TypeVar("T")
 
 DENIED = "Circuit breaker: NOT run, a repeat"  # how a refused search's result begins
+# The default duplicateLimit: its LIMIT-th identical call is the first refused, so RUNS
+# identical calls run before it (shared/SPEC.md rule 4).
+LIMIT = Config().duplicate_limit
+RUNS = LIMIT - 1
 GIVE_UP = "I keep being refused; stopping here."  # what the looping model ends with
 # The looping model reads this many refusals, then gives up on its own: fewer than the
 # default stopAfterDenials (3), so its run ends on its own answer, not on a stop. The stop
@@ -59,9 +63,9 @@ def loop_call(tag: str, n: int) -> Call:
 
 def assert_loop_refusal(text: str) -> None:
     """The text a refused repeat of the looping search must carry: the default refusal,
-    naming the six identical calls that ran and the limit."""
+    counting the refused call among the copies (it is the LIMIT-th), and the limit."""
     assert text.startswith(DENIED)
-    assert "(runs: 6, limit: 6): this search call is identical" in text
+    assert f"(copies: {LIMIT}, limit: {LIMIT}): this search call is identical to calls" in text
 
 
 def edit_test_cycle(edits: int) -> list[Call]:
@@ -176,14 +180,14 @@ def check_wire_loop(
     tag: str = "loop",
     refusal: Callable[[str], str] = str,
 ) -> None:
-    """The looping run seen on the wire: each of the eight calls is answered in the very
-    next model request; the first six by the tool's own result, the 7th and 8th by the
-    refusal, with the API's error flag set if `error_flag` (the API has one and the
-    framework sets it). `refusal` takes the refusal out of a framework's own framing of
-    an error result's text (a JSON wrapper, say)."""
-    for n in range(6 + GIVE_UP_AFTER):
+    """The looping run seen on the wire: each of its calls is answered in the very next
+    model request; the first RUNS (5) by the tool's own result, the next GIVE_UP_AFTER (the
+    6th and 7th) by the refusal, with the API's error flag set if `error_flag` (the API
+    has one and the framework sets it). `refusal` takes the refusal out of a framework's
+    own framing of an error result's text (a JSON wrapper, say)."""
+    for n in range(RUNS + GIVE_UP_AFTER):
         result = server.result_in_next_request(f"{tag}-{n}")
-        refused = n >= 6
+        refused = n >= RUNS
         if refused:
             assert_loop_refusal(refusal(result.text))
         else:
@@ -232,18 +236,20 @@ def check_wire_stop(
     tag: str = "loop",
     refusal: Callable[[str], str] = str,
 ) -> None:
-    """A stopped loop on the wire: nine model requests, each made one call; calls 7 and 8
-    were answered with the refusal in the next request, and no request followed the 9th
-    (the third refusal in a row stopped the agent). `refusal`: as in `check_wire_loop`."""
-    assert len(server.model_requests) == 9
-    for n in range(8):
+    """A stopped loop on the wire: RUNS + 3 (8) model requests, each made one call; calls
+    6 and 7 were answered with the refusal in the next request, and no request followed
+    the 8th (its call, the third refusal in a row, stopped the agent). `refusal`: as in
+    `check_wire_loop`."""
+    assert len(server.model_requests) == RUNS + 3
+    for n in range(RUNS + 2):
         result = server.result_in_next_request(f"{tag}-{n}")
-        if n >= 6:
+        if n >= RUNS:
             assert_loop_refusal(refusal(result.text))
         else:
             assert result.text == "results for same"
-        assert result.is_error == (n >= 6 and error_flag), (n, result)
-    assert [r.call_id for r in server.results_of(server.model_requests[-1])][-1] == f"{tag}-7"
+        assert result.is_error == (n >= RUNS and error_flag), (n, result)
+    last = f"{tag}-{RUNS + 1}"
+    assert [r.call_id for r in server.results_of(server.model_requests[-1])][-1] == last
     assert server.errors == []
 
 
@@ -279,6 +285,7 @@ def check_wire_budget(
 
 # -- results as progress over the wire (issue 25) ----------------------------------------
 POLLS = 10  # how often the poller polls when nothing refuses it: past the limit of 6
+SAME_RESULTS = 6  # the interleaved poller's sameResultLimit
 POLL_DONE = "the job is done"
 POLL_REFUSED = "my poll was refused; stopping here."
 POLL_DENIED = "Circuit breaker: NOT run, a repeat"
@@ -291,20 +298,29 @@ class Poller:
 
     `moving`: the job's output moves at every poll (a count of books). Frozen, it differs
     only in a clock time, which normalizing masks: the same result every time.
-    `config`: the keys the scenario turns on; `refused_at`: which poll (from 1) must be
-    refused, None for none."""
+    `config`: the default one (resultProgress is on by default), with sameResultLimit
+    turned on when `interleaved` (the notes between polls restart rule 4's count);
+    `refused_at`: which poll (from 1) must be refused, None for none."""
 
     moving: bool
     interleaved: bool = False
 
     @property
     def config(self) -> Config:
-        keys = {"sameResultLimit": 6} if self.interleaved else {"resultProgress": True}
-        return Config.from_mapping(keys)
+        return Config.from_mapping({"sameResultLimit": SAME_RESULTS} if self.interleaved else {})
 
     @property
     def refused_at(self) -> int | None:
-        return None if self.moving else 7
+        if self.moving:
+            return None
+        # Interleaved: the poll after SAME_RESULTS identical results; else rule 4's LIMIT-th.
+        return SAME_RESULTS + 1 if self.interleaved else LIMIT
+
+    @property
+    def refused_counts(self) -> str:
+        """The counts the refused poll's text names: the same results seen, or the copies."""
+        n = SAME_RESULTS if self.interleaved else LIMIT
+        return f"(copies: {n}, limit: {n})"
 
     @property
     def calls(self) -> list[Call]:
@@ -367,7 +383,7 @@ class Poller:
             if refused:
                 text = refusal(result.text)
                 assert text.startswith(POLL_DENIED), text
-                assert "(runs: 6, limit: 6)" in text, text
+                assert self.refused_counts in text, text
             else:
                 assert ("books ingested" if name == "poll" else "noted") in result.text
             assert result.is_error == (refused and error_flag), (call_id, result)

@@ -3,11 +3,12 @@
 request), over stdio, or Streamable HTTP with `--http PORT` (at /mcp): the relay's upstream
 for the 2026-07-28 tests, since server-everything speaks only 2025-11-25. `echo` answers the
 same to the same message and counts its runs, which `runs` tells; `progress` answers more
-every time (a moving result); `status` the same but for the clock time (a frozen one, as
-results.py normalizes it); `slow` takes as long as it is told."""
+every time (a moving result), `slow_progress` too, slowly; `status` the same but for the
+clock time (a frozen one, as results.py normalizes it); `slow` takes as long as it is told."""
 
 from __future__ import annotations
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("sdk-echo")
@@ -33,6 +34,16 @@ def count_runs() -> str:
 def progress(job: str) -> str:
     """A job that moves: each check finds it further on."""
     global checks
+    checks += 1
+    return f"job {job}: {checks * 5}% done"
+
+
+@server.tool()
+async def slow_progress(job: str) -> str:
+    """`progress`, answered after two seconds: copies a client sends at once are all
+    checked before any answer comes back (parallel calls)."""
+    global checks
+    await anyio.sleep(2)
     checks += 1
     return f"job {job}: {checks * 5}% done"
 

@@ -1,8 +1,8 @@
-"""The results scenario every plugin harness's end-to-end suite runs (issue 25): with
-`resultProgress`, a poll whose output moves runs past duplicateLimit's copies; the same
-poll frozen is refused at the copy after the limit. Both polls are shell commands that count
-their runs in a file (so what really ran is on disk) and print a line: the moving one its
-run number, the frozen one always the same line.
+"""The results scenario every plugin harness's end-to-end suite runs (issues 25, 32): with
+`resultProgress` (on by default), a poll whose output moves runs past duplicateLimit's
+copies; the same poll frozen is refused at the limit-th copy. Both polls are shell commands
+that count their runs in a file (so what really ran is on disk) and print a line: the
+moving one its run number, the frozen one always the same line.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 COPIES = 10  # of each poll: past the default duplicateLimit (6) and its refusals
-CONFIG = {"resultProgress": True, "stopAfterDenials": 0}  # refuse only, never stop
+CONFIG = {"stopAfterDenials": 0}  # refuse only, never stop; resultProgress is the default
 
 
 def poll(counter: Path, moving: bool) -> str:
@@ -25,5 +25,5 @@ def runs(counter: Path) -> int:
 
 
 def refused(limit: int = 6, copies: int = COPIES) -> list[bool]:
-    """Which copies of the frozen poll are refused: the ones past `limit`."""
-    return [False] * limit + [True] * (copies - limit)
+    """Which copies of the frozen poll are refused: the `limit`-th and every one after it."""
+    return [False] * (limit - 1) + [True] * (copies - limit + 1)
