@@ -193,7 +193,12 @@ class Harness:
         return Path(self.env["XDG_STATE_HOME"]) / "dsh-circuit-breaker" / "incidents.jsonl"
 
     def incident_lines(self) -> list[dict[str, Any]]:
-        return json_lines(self.incidents)
+        """The incident lines, each checked to name this harness (the live page shows it),
+        without that field."""
+        lines = json_lines(self.incidents)
+        for line in lines:
+            assert line.pop("harness", None) == self.name, line
+        return lines
 
     def configure(self, config: dict[str, Any]) -> None:
         """The breaker's config, in the user config file the hook reads by default."""
