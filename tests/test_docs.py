@@ -56,7 +56,8 @@ SESSION_ID = "9368cae3-05d1-4c33-9f8d-776fe30ebaa1"
 
 def _pattern(template: str) -> re.Pattern[str]:
     parts = re.split(r"\{(?:tool|count|limit|kind|calls)\}", template)
-    return re.compile(r"[^\s.]+".join(re.escape(p) for p in parts))
+    # A tool's name may hold dots (Mistral Vibe's `file_system.bash`).
+    return re.compile(r"\S+".join(re.escape(p) for p in parts))
 
 
 PATTERNS = {kind: _pattern(text) for kind, text in DEFAULT_MESSAGES.items()}

@@ -137,10 +137,22 @@ def _copilot() -> CommandHook:
     return copilot
 
 
+def _hermes() -> CommandHook:
+    from . import hermes
+
+    return hermes
+
+
 def _kimi_cli() -> CommandHook:
     from . import kimi_cli
 
     return kimi_cli
+
+
+def _mistral_vibe() -> CommandHook:
+    from . import mistral_vibe
+
+    return mistral_vibe
 
 
 def _openhands() -> FrameworkHook:
@@ -199,6 +211,8 @@ HARNESSES: dict[str, Callable[[], CommandHook]] = {
     "droid": _droid,
     "copilot": _copilot,
     "kimi-cli": _kimi_cli,
+    "mistral-vibe": _mistral_vibe,
+    "hermes": _hermes,
 }
 # Command hooks that a framework's program puts in its own hook config: `hook --harness`.
 FRAMEWORK_HOOKS: dict[str, Callable[[], FrameworkHook]] = {"openhands": _openhands}
