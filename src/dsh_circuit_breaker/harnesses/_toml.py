@@ -88,6 +88,29 @@ def tables(file: TomlFile, array: str) -> list[dict[str, Any]]:
     return list(found) if isinstance(found, list) else []
 
 
+def is_ours(table: dict[str, Any]) -> bool:
+    """A hook table whose command is our hook's."""
+    from ..invocation import is_ours as our_command
+
+    return our_command(table.get("command"))
+
+
+def our_commands(file: TomlFile, array: str, event: str) -> dict[str, list[str]]:
+    """Our tables' commands by the event their `event` key names (`event` in Kimi CLI's
+    tables, `type` in Mistral Vibe's)."""
+    found: dict[str, list[str]] = {}
+    for entry in tables(file, array):
+        if is_ours(entry) and isinstance(entry.get(event), str):
+            found.setdefault(entry[event], []).append(entry["command"])
+    return found
+
+
+def without_ours(file: TomlFile, array: str) -> TomlFile | dict[str, Any]:
+    """The file without our tables; `{}` when nothing else was in it (install made it)."""
+    cleaned = without(file, array, is_ours)
+    return cleaned if cleaned.text.strip() else {}
+
+
 def without(file: TomlFile, array: str, ours: Callable[[dict[str, Any]], bool]) -> TomlFile:
     """The file with the tables of `array` that `ours` accepts taken out, line by line."""
     lines = file.text.splitlines(keepends=True)

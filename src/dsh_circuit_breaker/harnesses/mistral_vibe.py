@@ -122,21 +122,11 @@ def read_settings(path: Path) -> TomlFile:
     return _toml.read(path, "hooks")
 
 
-def _is_ours(table: dict[str, Any]) -> bool:
-    from ..invocation import is_ours
-
-    return is_ours(table.get("command"))
-
-
 def our_commands(settings: TomlFile) -> dict[str, list[str]]:
     """event -> our hook commands in it."""
     from . import _toml
 
-    found: dict[str, list[str]] = {}
-    for table in _toml.tables(settings, "hooks"):
-        if _is_ours(table) and isinstance(table.get("type"), str):
-            found.setdefault(table["type"], []).append(table["command"])
-    return found
+    return _toml.our_commands(settings, "hooks", "type")
 
 
 def with_ours(
@@ -150,15 +140,14 @@ def with_ours(
         {"name": HOOK_NAME + e, "type": e, "command": command, "timeout": HOOK_TIMEOUT}
         for e in events
     ]
-    return _toml.with_tables(settings, "hooks", tables, _is_ours)
+    return _toml.with_tables(settings, "hooks", tables, _toml.is_ours)
 
 
 def without_ours(settings: TomlFile) -> TomlFile | dict[str, Any]:
     """The file without our tables; `{}` when nothing else was in it (install made it)."""
     from . import _toml
 
-    cleaned = _toml.without(settings, "hooks", _is_ours)
-    return cleaned if cleaned.text.strip() else {}
+    return _toml.without_ours(settings, "hooks")
 
 
 def write_settings(path: Path, settings: TomlFile, backup: bool = True) -> Path | None:
@@ -178,7 +167,7 @@ def conflicts(path: Path) -> list[str]:
     except SettingsError:
         return []  # reported where the file is read
     ours = {HOOK_NAME + e for e in (*SETTINGS_EVENTS, *POST_EVENTS)}
-    taken = sorted({t["name"] for t in tables if not _is_ours(t) and t.get("name") in ours})
+    taken = sorted({t["name"] for t in tables if not _toml.is_ours(t) and t.get("name") in ours})
     return [
         f"{path}: a hook that is not ours is named {name!r}, the name ours takes "
         "(Vibe runs one hook of a name)"
