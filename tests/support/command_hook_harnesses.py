@@ -1,6 +1,7 @@
 """The real command-hook harness CLIs (Claude Code, Codex, Gemini CLI, Qwen Code, Factory
-droid, GitHub Copilot CLI; pinned in tests/e2e/package.json; Kimi CLI and Mistral Vibe, from
-PyPI, pinned in tests/e2e/python/ and installed by scripts/setup into a venv of their own) run
+droid, GitHub Copilot CLI; pinned in tests/e2e/package.json; Kimi CLI, Mistral Vibe and the
+OpenHands CLI, from PyPI, pinned in tests/e2e/python/ and installed by scripts/setup into a venv
+of their own) run
 headless in a scratch HOME with the hook that the installed wheel's `dsh-circuit-breaker install
 NAME` wrote (support/installed.py), against a scripted fake model on 127.0.0.1 (support/fake_*.py).
 
@@ -37,7 +38,7 @@ from support.fake_gemini import FakeGemini
 from support.fake_openai import FakeOpenAI
 from support.harness_run import json_lines
 from support.installed import Installed
-from support.scripted_server import Block, ScriptedServer, tool_call
+from support.scripted_server import Block, ScriptedServer, text, tool_call
 
 TESTS = Path(__file__).resolve().parents[1]
 E2E_BIN = TESTS / "e2e" / "node_modules" / ".bin"
@@ -1152,10 +1153,131 @@ class MistralVibe(Harness):
         return ["--resume", outcome.session]
 
 
+# -- OpenHands CLI ---------------------------------------------------------------------------
+
+# The one request OpenHands CLI 1.16.0 sends off the machine at every start, with no setting
+# to turn it off: its splash screen asks PyPI for a newer release (openhands_cli/
+# version_check.py). The trap takes it, so it never leaves; any other request fails the run.
+OPENHANDS_VERSION_CHECK = b"CONNECT pypi.org:443 "
+# A user's own hook, which install keeps.
+OPENHANDS_HOOKS = {"hooks": {"Stop": [{"matcher": "*", "hooks": [{"command": "true"}]}]}}
+
+
+class OpenHandsCli(Harness):
+    """`openhands --headless --json --override-with-envs` with LLM_MODEL, LLM_BASE_URL and
+    LLM_API_KEY naming the fake (LiteLLM, Chat Completions); LiteLLM's cost map read from the
+    package, git allowed only local repositories (the CLI clones OpenHands' public skills at
+    every start), HTTPS_PROXY/HTTP_PROXY at a loopback listener that fails the run if anything
+    but the CLI's version check tries to reach another host.
+
+    The model writes a sentence before each call, different every time, as models do:
+    OpenHands' StuckDetector, on in the CLI with no setting to turn it off, compares that text
+    with the call, and ends a run after four identical text-call-result rounds, before the
+    breaker's sixth (docs/openhands-cli.md)."""
+
+    name = "openhands-cli"
+    executable = "openhands"
+    fake = FakeOpenAI
+    shell_tool = "terminal"
+    refusal_prefix = "Action rejected: "
+    whole_refusal = True
+    env_prefixes = ("LLM_", "OPENHANDS_", "LITELLM_", *PROXY_VARS, *(v.lower() for v in PROXY_VARS))
+    not_in: ClassVar[dict[str, str]] = {
+        "subagent": "a subagent (the task tool) runs with its agent definition's hooks only, "
+        "never hooks.json's: its calls do not reach the hook (docs/openhands-cli.md, Known "
+        "limits)",
+    }
+
+    @classmethod
+    def cli_dir(cls) -> Path:
+        return AGENT_VENVS / f"agent-{cls.name}" / "bin"
+
+    def setup(self) -> None:
+        self.settings = self.home / ".openhands" / "hooks.json"
+        self.settings.parent.mkdir()
+        self.settings.write_text(json.dumps(OPENHANDS_HOOKS))
+        assert f"installed in {self.settings}" in self.install().stdout
+        self.check_hook_command(self.settings)
+        hooks = json.loads(self.settings.read_text())["hooks"]
+        assert hooks["Stop"] == OPENHANDS_HOOKS["hooks"]["Stop"]  # the user's hook kept
+
+    def run(self, model: Any, prompt: str, *more: str) -> Outcome:
+        self.trap = Trap()
+        try:
+            outcome = super().run(model, prompt, *more)
+        finally:
+            self.trap.close()
+        left = [hit for hit in self.trap.hits if not hit.startswith(OPENHANDS_VERSION_CHECK)]
+        assert left == [], "a request tried to leave loopback"
+        return outcome
+
+    def run_env(self, model: Any) -> dict[str, str]:
+        return dict(
+            self.env,
+            LLM_MODEL="openai/fake-model",
+            LLM_BASE_URL=model.url,
+            LLM_API_KEY="sk-fake-key-for-tests",
+            LITELLM_LOCAL_MODEL_COST_MAP="True",
+            OPENHANDS_SUPPRESS_BANNER="1",
+            GIT_ALLOW_PROTOCOL="file",
+            HTTPS_PROXY=self.trap.url,
+            HTTP_PROXY=self.trap.url,
+            NO_PROXY="127.0.0.1",
+        )
+
+    def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
+        return [str(self.cli), "--headless", "--json", "--override-with-envs", "-t", prompt, *more]
+
+    def read(self, done: subprocess.CompletedProcess[str], model: Any) -> Outcome:
+        assert model.paths and set(model.paths) == {"/v1/chat/completions"}, model.paths
+        events = json_objects(done.stdout)
+        said = [
+            part.get("text")
+            for e in events
+            if e.get("kind") == "MessageEvent" and e.get("source") == "agent"
+            for part in e["llm_message"]["content"]
+        ]
+        session = re.search(r"openhands --resume (\S+)", done.stdout)
+        assert session is not None, done.stdout[-3000:]
+        final = said[-1] if said else None
+        return Outcome(done.stdout, done.stderr, {}, events, session.group(1), final)
+
+    def shell(self, command: str, label: str) -> Any:
+        """The call, after a sentence of its own (the label): see the class's docstring.
+        OpenHands drops `summary` and `security_risk` before its hook sees the call."""
+        call = tool_call(self.shell_tool, {"command": command, "summary": label, **LOW_RISK})
+        return [text(f"{label}."), call]
+
+    def read_call(self, path: Path) -> Block:
+        return tool_call("file_editor", {"command": "view", "path": str(path), **LOW_RISK})
+
+    def edit_call(self, path: Path, old: str, new: str) -> Block:
+        edit = {"command": "str_replace", "path": str(path), "old_str": old, "new_str": new}
+        return tool_call("file_editor", {**edit, **LOW_RISK})
+
+    def resume(self, outcome: Outcome) -> list[str]:
+        assert outcome.session is not None
+        return ["--resume", outcome.session]
+
+
+# The risk the CLI's security analyzer asks the model to rate every call with.
+LOW_RISK = {"security_risk": "LOW"}
+
+
 # name -> description: a command-hook harness is one class and one line here.
 HARNESSES: dict[str, type[Harness]] = {
     h.name: h
-    for h in (ClaudeCode, Codex, Copilot, Droid, GeminiCli, KimiCli, MistralVibe, QwenCode)
+    for h in (
+        ClaudeCode,
+        Codex,
+        Copilot,
+        Droid,
+        GeminiCli,
+        KimiCli,
+        MistralVibe,
+        OpenHandsCli,
+        QwenCode,
+    )
 }
 
 

@@ -149,6 +149,12 @@ def _mistral_vibe() -> CommandHook:
     return mistral_vibe
 
 
+def _openhands_cli() -> CommandHook:
+    from . import openhands_cli
+
+    return openhands_cli
+
+
 def _openhands() -> FrameworkHook:
     from . import openhands
 
@@ -206,6 +212,7 @@ HARNESSES: dict[str, Callable[[], CommandHook]] = {
     "copilot": _copilot,
     "kimi-cli": _kimi_cli,
     "mistral-vibe": _mistral_vibe,
+    "openhands-cli": _openhands_cli,
 }
 # Command hooks that a framework's program puts in its own hook config: `hook --harness`.
 FRAMEWORK_HOOKS: dict[str, Callable[[], FrameworkHook]] = {"openhands": _openhands}
