@@ -10,7 +10,8 @@ config the hook reads observes results, so that a user without them pays no seco
 process per call), `NOTE`
 (printed after install and by doctor) and `conflicts(path) -> list[str]` (why a hook in
 that settings file would not run, e.g. another file overriding it: install refuses, doctor
-reports), `CLI_INSTALL` (the command that installs its CLI, for a CLI not from npm). A
+reports), `CLI_INSTALL` (the command that installs its CLI, for a CLI not from npm),
+`CLI_TIMEOUT` (seconds its `--version` may take, for a CLI slower to start than a hook). A
 module with another settings shape overrides `read_settings`, `our_commands`, `with_ours`,
 `without_ours` or `write_settings` by defining them; one whose settings file is ours alone (a
 file of our own in a hooks directory) names in `EMPTY_FILE` what is left of it without our
@@ -178,7 +179,8 @@ def doctor(harness: Any, args: argparse.Namespace) -> int:
     answers the harness's probe events, that its config is valid and its store writable."""
     report = _doctor.Report()
     install = getattr(harness, "CLI_INSTALL", None)
-    _doctor.doctor_cli(report, harness.LABEL, harness.CLI, harness.CLI_PACKAGE, install)
+    timeout = getattr(harness, "CLI_TIMEOUT", _settings.HOOK_TIMEOUT)
+    _doctor.doctor_cli(report, harness.LABEL, harness.CLI, harness.CLI_PACKAGE, install, timeout)
     if args.file:
         files = [(harness.FILE_OPTION, _chosen(harness, args))]
     else:

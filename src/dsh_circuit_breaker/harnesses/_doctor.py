@@ -44,10 +44,15 @@ class Report:
 
 
 def doctor_cli(
-    report: Report, label: str, executable: str, package: str, install: str | None = None
+    report: Report,
+    label: str,
+    executable: str,
+    package: str,
+    install: str | None = None,
+    timeout: float = HOOK_TIMEOUT,
 ) -> None:
-    """The harness's own CLI is on PATH and answers `--version`; `install`: how to install
-    it, where not `npm install -g PACKAGE`."""
+    """The harness's own CLI is on PATH and answers `--version` within `timeout` seconds;
+    `install`: how to install it, where not `npm install -g PACKAGE`."""
     found = shutil.which(executable)
     if found is None:
         report.problem(
@@ -57,9 +62,7 @@ def doctor_cli(
         )
         return
     try:
-        done = subprocess.run(
-            [found, "--version"], capture_output=True, text=True, timeout=HOOK_TIMEOUT
-        )
+        done = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=timeout)
         version = (done.stdout.strip() or done.stderr.strip()).splitlines()[:1]
     except (OSError, subprocess.TimeoutExpired) as exc:
         report.problem(f"{label}: `{found} --version` did not run: {exc}")

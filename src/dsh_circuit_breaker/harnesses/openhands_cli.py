@@ -28,6 +28,8 @@ LABEL = "OpenHands CLI"
 CLI = "openhands"
 CLI_PACKAGE = "openhands"
 CLI_INSTALL = "uv tool install --python 3.12 openhands==1.16.0"
+# `openhands --version` imports the whole SDK first: 7 s of CPU here, a minute under load.
+CLI_TIMEOUT = 180
 EXEMPT = openhands.EXEMPT
 ANNOTATION_ARGS = openhands.ANNOTATION_ARGS  # OpenHands drops `summary` and `security_risk`
 
