@@ -192,6 +192,9 @@ def _results_cases(
         if "hook_event_name" in done:  # the Claude Code shape, Gemini CLI's and Kimi CLI's
             done.update(hook_event_name=post, tool_response={"llmContent": "run 7: 40% done"})
             done["tool_output"] = "is_error=False output='run 7: 40% done' message=''"
+        elif "event_type" in done:  # the OpenHands SDK's (the OpenHands CLI)
+            text = [{"type": "text", "text": "run 7: 40% done"}]
+            done.update(event_type=post, tool_response={"content": text, "is_error": False})
         else:  # Copilot's, which names no event
             done["toolResult"] = {"resultType": "success", "textResultForLlm": "run 7: 40% done"}
         assert isinstance(harness.parse(done), Outcome), done
@@ -231,7 +234,7 @@ def _event_maker(harness: Any) -> Callable[..., bytes]:
     call = harness.parse(probe)
     session_key = next(k for k, v in probe.items() if v == "bench")
     tool_key = next(k for k, v in probe.items() if v == call.tool)
-    input_key = next(k for k, v in probe.items() if v is call.arguments)
+    input_key = next(k for k, v in probe.items() if v == call.arguments)
 
     def event(session: str, tool_input: dict[str, object], tool: str = call.tool) -> bytes:
         fields = {session_key: session, tool_key: tool, input_key: tool_input}

@@ -23,9 +23,11 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -1203,10 +1205,20 @@ class OpenHandsCli(Harness):
 
     def run(self, model: Any, prompt: str, *more: str) -> Outcome:
         self.trap = Trap()
+        # Its terminal tool runs commands in a tmux server (socket `openhands`) that outlives
+        # the CLI: one of the run's own, ended with it.
+        self.tmux = Path(tempfile.mkdtemp(prefix="oh-tmux-"))
         try:
             outcome = super().run(model, prompt, *more)
         finally:
             self.trap.close()
+            subprocess.run(
+                ["tmux", "-L", "openhands", "kill-server"],
+                env=dict(self.env, TMUX_TMPDIR=str(self.tmux)),
+                capture_output=True,
+                timeout=30,
+            )
+            shutil.rmtree(self.tmux, ignore_errors=True)
         left = [hit for hit in self.trap.hits if not hit.startswith(OPENHANDS_VERSION_CHECK)]
         assert left == [], "a request tried to leave loopback"
         return outcome
@@ -1220,6 +1232,7 @@ class OpenHandsCli(Harness):
             LITELLM_LOCAL_MODEL_COST_MAP="True",
             OPENHANDS_SUPPRESS_BANNER="1",
             GIT_ALLOW_PROTOCOL="file",
+            TMUX_TMPDIR=str(self.tmux),
             HTTPS_PROXY=self.trap.url,
             HTTP_PROXY=self.trap.url,
             NO_PROXY="127.0.0.1",

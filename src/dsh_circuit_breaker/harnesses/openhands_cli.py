@@ -66,7 +66,7 @@ def probe_events(session: str) -> list[dict[str, Any]]:
     import os
 
     base = {"session_id": session, "working_dir": os.getcwd(), "metadata": {}}
-    action = {"command": "true", "is_input": False, "kind": "TerminalAction", "reset": False}
+    action = {"command": "true", "is_input": False, "reset": False}
     return [
         {**base, "event_type": "PreToolUse", "tool_name": "terminal", "tool_input": action},
         {**base, "event_type": "UserPromptSubmit", "message": "doctor"},
