@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..breaker import CircuitBreaker
+from ..assembly import Assembly
 from ..config import Config, ConfigError
 from ..config_file import hook_config, hook_defaults, load_over, state_url
 from ..harnesses import HARNESSES, Malformed, load, target_module, targets
@@ -38,7 +38,7 @@ class Harness:
         self.name = name
         self.module = module
         self.config = config
-        self.breaker = CircuitBreaker(config, state=store, harness=name)
+        self.breaker = Assembly(name, config, None).breaker(store)
 
 
 class Harnesses:

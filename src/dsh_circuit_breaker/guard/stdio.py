@@ -56,7 +56,7 @@ from typing import Any, BinaryIO
 from .. import usage
 from .._log import warn
 from .._version import __version__
-from ..breaker import CircuitBreaker
+from ..assembly import Assembly
 from ..config import Config, ConfigError
 from ..config_file import state_url
 from ..stores import StoreUnavailable
@@ -79,7 +79,7 @@ class GuardServer:
     """Turns request objects into reply objects; the I/O loop is `serve`."""
 
     def __init__(self, config: Config | None = None, state: str | None = None) -> None:
-        self.breaker = CircuitBreaker(config or Config(), state, harness="stdio")
+        self.breaker = Assembly("stdio", config or Config(), state).breaker()
         self._state = state  # a hello without its own state URL keeps this one
         self._unnamed: dict[str, _Unnamed] = {}
         self._warned = False
@@ -165,7 +165,7 @@ class GuardServer:
             config, state = self._config(request, raw, state)
             harness = request.get("harness")
             label = harness if isinstance(harness, str) and harness else "stdio"
-            breaker = CircuitBreaker(config, state or None, harness=label)
+            breaker = Assembly(label, config, state or None).breaker()
         except Exception as exc:  # a state URL that can never work is as fatal as a bad key
             return {"ok": False, "error": str(exc) or type(exc).__name__}
         reply: Reply = {"ok": True, "version": __version__, "config": config.to_mapping()}
