@@ -36,13 +36,13 @@ class Assembly:
         self.url = url
 
     @classmethod
-    def of(cls, harness: Any, config_path: str | None, state: str | None) -> Assembly:
-        """Harness module `harness` as its command hook loads it: `config_path` (None:
+    def of(cls, name: str, harness: Any, config_path: str | None, state: str | None) -> Assembly:
+        """Harness `name`, module `harness`, as its command hook loads it: `config_path` (None:
         the hook's default file) over the harness's defaults, then `state` (None: the
         environment, the file's `state`, the default SQLite file). A bad file or key is
         a `ConfigError` here."""
         config, file_state = hook_config(config_path, harness)
-        return cls(harness.NAME, config, state_url(state, file_state))
+        return cls(name, config, state_url(state, file_state))
 
     def breaker(self, store: Store | None = None, *, metrics: bool = True) -> CircuitBreaker:
         """A breaker over `store` (one several breakers share), else over `url`.

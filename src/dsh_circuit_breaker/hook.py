@@ -57,7 +57,7 @@ def handle(
         return None
     from .assembly import Assembly
 
-    assembly = Assembly.of(harness, config_path, state)
+    assembly = Assembly.of(harness_name, harness, config_path, state)
 
     def open_breaker() -> Any:
         if assembly.url is not None and assembly.url.startswith("memory:"):

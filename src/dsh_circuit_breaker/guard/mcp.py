@@ -104,7 +104,7 @@ class McpGuard:
         from ..assembly import Assembly
         from ..harnesses import mcp as harness
 
-        assembly = Assembly.of(harness, config_path, state)
+        assembly = Assembly.of(harness.NAME, harness, config_path, state)
         self.config = assembly.config
         self.url = assembly.url
         self.server = server

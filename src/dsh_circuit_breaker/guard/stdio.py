@@ -58,9 +58,8 @@ from .._log import warn
 from .._version import __version__
 from ..assembly import Assembly
 from ..config import Config, ConfigError
-from ..config_file import state_url
 from ..stores import StoreUnavailable
-from .core import harness_config
+from .core import harness_assembly
 
 Reply = dict[str, Any]
 
@@ -188,8 +187,8 @@ class GuardServer:
         path = request.get("configFile")
         if path is not None and not isinstance(path, str):
             raise ConfigError(f"configFile must be a path, got {type(path).__name__}")
-        base, file_state = harness_config(harness, path)
-        return Config.from_mapping(raw, base=base), state_url(state, file_state)
+        found = harness_assembly(harness, path, state)
+        return Config.from_mapping(raw, base=found.config), found.url
 
     def _result(self, request: dict[str, Any]) -> Reply | None:
         tool = request.get("tool")
