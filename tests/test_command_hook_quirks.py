@@ -1,7 +1,8 @@
 """End to end, what only one command-hook harness has: Claude Code's parallel batches,
 Codex's hook trust and its answer to a stop, Copilot's hooks directory, droid's
 hooks.json, Gemini CLI's subagents, its hook command's fallback and its web search
-budget, Kimi CLI's subagents and its own repeat guard. The real CLI, driven as in
+budget, Kimi CLI's subagents and its own repeat guard, the OpenHands CLI's StuckDetector. The
+real CLI, driven as in
 tests/test_command_hook_e2e.py
 (tests/support/command_hook_harnesses.py).
 """
@@ -456,3 +457,21 @@ def test_kimi_its_own_guard_ends_the_turn_at_the_twelfth_identical_call(scratch:
     assert all(text.startswith(h.refusal_prefix + refusal) for text in results[runs:])
     assert "You are repeating the exact same tool call" in results[2]
     assert [i["kind"] for i in h.incident_lines()] == ["duplicate", "stop"]
+
+
+def test_openhands_its_stuck_detector_ends_the_run_at_the_fourth_identical_round(
+    scratch: Any,
+) -> None:
+    # OpenHands' StuckDetector, on in the CLI with no setting to turn it off, ends a run
+    # after four identical rounds (the model's text before the call, the action, its
+    # observation): before the breaker's 6th copy, so nothing is refused. (The shared
+    # scenarios have the model word each attempt differently, which it never catches.)
+    h = scratch("openhands-cli")
+    side = h.work / "side.txt"
+    same = tool_call(h.shell_tool, {"command": f"echo same >> {side}", "security_risk": "LOW"})
+    with h.model([*[dict(same) for _ in range(8)], "Never asked for."]) as model:
+        outcome = h.run(model, "Append the marker.")
+    assert side_lines(side) == ["same"] * 4
+    assert len(model.tool_uses()) == len(model.model_requests) == 4  # nothing after the 4th
+    assert outcome.final is None
+    assert h.incident_lines() == []
