@@ -403,7 +403,7 @@ def serve(args: Any) -> int:
     from .. import token as tokens
     from ..config import ConfigError
     from .cli import listening
-    from .mcp import _server_name
+    from .mcp import server_name
 
     if not args.upstream:
         say("--http needs --upstream URL (the MCP server's)")
@@ -411,7 +411,7 @@ def serve(args: Any) -> int:
     try:
         host, port, tls, loopback = listening(args)
         token = tokens.resolve(args.token)
-        guard = McpGuard(args.config, args.state, _server_name(args.name))
+        guard = McpGuard(args.config, args.state, server_name(args.name))
         relay = HttpRelay(guard, args.upstream, args.agent_id, _seconds(args.upstream_timeout))
         server = GuardHTTPServer(
             (host, port), cast(Any, relay), token, tls=tls, check_host=loopback, routes=McpRoutes
