@@ -61,8 +61,9 @@ from pathlib import Path
 from typing import Any
 
 from dsh_circuit_breaker.config import DEFAULT_EXEMPT
-from dsh_circuit_breaker.harnesses import DEFAULT, HARNESSES, Call, Outcome, load
-from dsh_circuit_breaker.invocation import hook_command
+from dsh_circuit_breaker.harnesses import HARNESSES, load
+from dsh_circuit_breaker.invocation import DEFAULT_HARNESS, hook_command
+from dsh_circuit_breaker.judge import Call, Outcome
 
 ENTRY = Path(sys.executable).parent / "dsh-circuit-breaker"
 
@@ -71,7 +72,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--harness", choices=list(HARNESSES), default=DEFAULT)
+    parser.add_argument("--harness", choices=list(HARNESSES), default=DEFAULT_HARNESS)
     parser.add_argument("--results", action="store_true", help="add the post-tool rows")
     parser.add_argument("--otel", action="store_true", help="add the OpenTelemetry rows")
     args = parser.parse_args()

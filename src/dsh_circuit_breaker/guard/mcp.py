@@ -71,7 +71,7 @@ CHUNK = 64 * 1024
 EXIT_SECONDS = 5.0  # for the server's last output once it exited, and to die on SIGTERM
 
 
-def say(message: str) -> None:
+def relay_say(message: str) -> None:
     """One line on stderr (the client's log of the server), never a traceback."""
     prefix = "dsh-circuit-breaker: mcp: "
     # The breaker's warnings, and the HTTP server's it shares with `serve`, carry their own.
@@ -130,8 +130,7 @@ class McpGuard:
         """The refusal (a `CallToolResult` in `version`'s shape) for one `tools/call` of
         `tool` (the server's name for it) by `agent`, or None to pass the call on;
         `call_id`, the request's JSON-RPC id, only labels exported telemetry."""
-        from ..harnesses import Call
-        from ..judge import judge
+        from ..judge import Call, judge
 
         name = f"{self.server}/{tool}" if self.server else tool
         call = Call(agent, name, {} if arguments is None else arguments, call_id)
@@ -380,7 +379,9 @@ def pump(source: Lines, target: Writer, on_line: Any, what: str) -> bool:
             if not holding:
                 target.lock.acquire()
                 holding = True
-                say(f"a line from {what} is longer than {source.limit} bytes: passed on unjudged")
+                relay_say(
+                    f"a line from {what} is longer than {source.limit} bytes: passed on unjudged"
+                )
             target.write_held(data)
             if data.endswith(b"\n"):
                 target.lock.release()
@@ -439,7 +440,7 @@ class StdioRelay:
         try:
             answer = self.session.from_client(parsed(line, "the client"))
         except Exception as exc:  # our own bug: the call goes through
-            say(f"{type(exc).__name__}: {exc}; message passed on unjudged")
+            relay_say(f"{type(exc).__name__}: {exc}; message passed on unjudged")
             return line
         if answer is None:
             return line
@@ -452,7 +453,7 @@ class StdioRelay:
             try:
                 self.session.from_server(parsed(line))
             except Exception as exc:
-                say(f"{type(exc).__name__}: {exc}; message passed on")
+                relay_say(f"{type(exc).__name__}: {exc}; message passed on")
         return line
 
     def _forward_signals(self) -> None:
@@ -477,7 +478,7 @@ def parsed(data: bytes | None, sender: str | None = None) -> Any:
     except (ValueError, RecursionError):
         return None
     if notes and sender:
-        say(f"a message from {sender} judged as read: {'; '.join(notes)}")
+        relay_say(f"a message from {sender} judged as read: {'; '.join(notes)}")
     return message
 
 

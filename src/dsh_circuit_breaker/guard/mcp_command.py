@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any, NoReturn
 
-from .mcp import McpGuard, StdioRelay, say, server_name
+from .mcp import McpGuard, StdioRelay, relay_say, server_name
 
 USAGE = (
     "dsh-circuit-breaker mcp [--config FILE] [--state URL] [--name SERVER] [--agent-id ID] "
@@ -20,7 +20,7 @@ def add_arguments(parser: Any) -> None:
     parser.usage = USAGE
 
     def error(message: str) -> NoReturn:  # one line, as every other failure of the relay
-        say(f"{message}; usage: {USAGE}")
+        relay_say(f"{message}; usage: {USAGE}")
         sys.exit(2)
 
     parser.error = error
@@ -59,7 +59,7 @@ def run(args: Any) -> int:
     from .. import _log
     from ..config import ConfigError
 
-    _log.sink = say
+    _log.sink = relay_say
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
@@ -76,18 +76,18 @@ def run(args: Any) -> int:
     try:
         guard = McpGuard(args.config, args.state, server_name(args.name))
     except (ConfigError, ValueError) as exc:
-        say(str(exc))
+        relay_say(str(exc))
         return 2
     relay = StdioRelay(guard, command, args.agent_id)
     try:
         return relay.run()
     except OSError as exc:  # the command cannot be started
-        say(f"cannot start {command[0]!r}: {exc.strerror or exc}")
+        relay_say(f"cannot start {command[0]!r}: {exc.strerror or exc}")
         return 127 if isinstance(exc, FileNotFoundError) else 126
     finally:
         guard.close()
 
 
 def _usage(message: str) -> int:
-    say(f"{message}; usage: {USAGE}")
+    relay_say(f"{message}; usage: {USAGE}")
     return 2

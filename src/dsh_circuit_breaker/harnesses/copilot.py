@@ -16,7 +16,7 @@ to tell it from a typed prompt (1.0.102), so it resets the session like one.
 
 from __future__ import annotations
 
-from . import Call, Malformed, Outcome, Prompt, escaped_id, subagent_key
+from ..judge import Call, Malformed, Outcome, Prompt, escaped_id, subagent_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
