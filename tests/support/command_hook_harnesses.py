@@ -1160,7 +1160,9 @@ class MistralVibe(Harness):
 # What a user has in $HERMES_HOME/config.yaml before installing (their model, hooks accepted
 # without a prompt, their own hook), which install keeps; each run points base_url at its fake.
 # Offline: the context length given (else Hermes asks openrouter.ai), tirith off (else it
-# fetches its scanner from github.com), and the update check answered from its cache
+# fetches its scanner from github.com), no runtime installs (else, at every start, its
+# text-to-speech check runs `pip install edge-tts`, which is not among hermes-agent's
+# dependencies: six tries at pypi.org), and the update check answered from its cache
 # ($HERMES_HOME/.update_check, else it asks pypi.org). No skill review after ten tool
 # calls (it would ask the model once more, unscripted).
 HERMES_CONFIG = """model:
@@ -1171,6 +1173,7 @@ HERMES_CONFIG = """model:
   context_length: 128000
 security:
   tirith_enabled: false
+  allow_lazy_installs: false
 skills:
   creation_nudge_interval: 0
 hooks_auto_accept: true
