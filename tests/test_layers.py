@@ -225,3 +225,16 @@ def test_an_upward_javascript_import_is_found() -> None:
         "const d = await import('../d.mjs');\n"
     )
     assert upward_js_imports(text) == ["../js/guard.mjs", "../../x.mjs", "../d.mjs"]
+
+
+def test_a_harness_transport_builds_its_breaker_only_through_assembly() -> None:
+    """The command hook and the guard's servers get a harness's config, state and breaker
+    from `assembly.Assembly`, so a call is judged the same whichever way it arrives."""
+    for module, path in modules().items():
+        if module != "hook" and not module.startswith("guard"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute):
+                name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+                where = f"{module}:{node.lineno}"
+                assert name not in {"CircuitBreaker", "hook_config"}, where
