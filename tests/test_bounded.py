@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_circuit_breaker.bounded import BUDGET, read
+from dsh_circuit_breaker.bounded import BUDGET, MAX_MEMBERS, read
 from dsh_circuit_breaker.judge import BIG_EVENT_BYTES, event_of
 from dsh_circuit_breaker.keys import call_key
 from dsh_circuit_breaker.lenient import OPAQUE
@@ -113,6 +113,7 @@ def test_ignored_arguments_of_a_big_call_are_dropped_as_for_any_call() -> None:
     [
         '{"a": "]}\\"[{", "b": [[[[[["deep"]]]]], {"c": {"d": {"e": {"f": [1]}}}}], "g": -1.5e3}',
         '{ "k" : { "x" : [ ] , "y" : { } } , "z" : "\\u00e9\\ud83d\\ude00" }',
+        '{"w": [ [ { "a" : [ [ ] ] } ] , [\n] ,\t{ } ] , "v" : [[[[[[[[0]] ] ]]\r\n] ] ]}',
         '{"n": 1' + "0" * 5000 + "}",  # past Python's int digits: read as the harness does
     ],
 )
@@ -153,22 +154,46 @@ def test_deep_nesting_inside_a_big_event_is_read_without_recursion() -> None:
     assert any("nesting" in note for note in notes)  # the small one, read as the harness does
 
 
+def test_an_object_of_too_many_members_is_opaque_and_such_an_event_not_one() -> None:
+    many = {f"k{i}": i for i in range(MAX_MEMBERS + 1)}
+    event, _ = read(big_event({"command": "x", "many": many}, pad="p" * BIG_EVENT_BYTES))
+    assert event["tool_input"]["many"] == many  # within its budget: parsed whole
+    event, _ = read(big_event(many, pad="p" * BIG_EVENT_BYTES))
+    assert set(event["tool_input"]) == {OPAQUE}
+    with pytest.raises(ValueError, match="members"):
+        read(json.dumps(many).encode())
+
+
+@pytest.mark.timeout(60)
+def test_nesting_millions_deep_is_counted_in_runs() -> None:
+    half = (16 * 1024 * 1024 - 64) // 2
+    for opening, closing in ((b"[", b"]"), (b"{ [", b"] }")):
+        count = half // len(opening)
+        raw = b'{"tool_input": {"a": ' + opening * count + closing * count + b"}}"
+        assert set(read(raw)[0]["tool_input"]["a"]) == {OPAQUE}
+        with pytest.raises(ValueError):
+            read(raw[:-3] + b"}}")  # one bracket short
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 @pytest.mark.timeout(120)
 def test_reading_a_16_mib_event_of_small_objects_stays_small() -> None:
     """Parsed whole, this event takes about 340 MB; read here, about twice its size. The
-    event is made in the child (a child's peak RSS counts what it shared at the fork), and
-    the bound is generous: peak RSS is not what load changes."""
+    child makes the event and reads its own VmHWM (ru_maxrss would count what the child
+    shared with this process at the fork); the bound is generous, and load does not
+    change a peak RSS."""
     program = (
-        "import resource\n"
         "from dsh_circuit_breaker.judge import event_of\n"
         "row = b'{\"a\": 10}, '\n"
         "count = (16 * 1024 * 1024 - 4096) // len(row)\n"
         'raw = b\'{"session_id": "s", "tool_input": {"rows": [\' + row * count + b\'0]}}\'\n'
         "assert set(event_of(raw)['tool_input']['rows']) == {'dsh-circuit-breaker/opaque'}\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+        "with open('/proc/self/status') as status:\n"
+        "    print(next(line.split()[1] for line in status if line.startswith('VmHWM:')))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=100
     )
     assert done.returncode == 0, done.stderr
-    assert int(done.stdout) < 120, f"peak RSS {int(done.stdout)} MB"
+    peak = int(done.stdout) // 1024
+    assert peak < 120, f"peak RSS {peak} MB"

@@ -41,11 +41,17 @@ from .lenient import read as read_leniently
 
 # Containers an event member may build: as much as a whole event read the usual way.
 BUDGET = BIG_EVENT_BYTES
+# Members of an object read member by member: a harness's event has a dozen, a tool's
+# arguments a few; each costs Python objects whatever its size.
+MAX_MEMBERS = 10_000
 MEMBERS_BUDGET = 2 * BUDGET  # the whole event: its arguments and its result
 
 _SPACE = re.compile(rb"[ \t\n\r]*")
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _SCALAR = re.compile(rb"[^ \t\n\r,\]}]+")
+_SPACES = b" \t\n\r"
+_OPENING = re.compile(rb"[\[{][\[{ \t\n\r]*")
+_CLOSING = re.compile(rb"[\]}][\]} \t\n\r]*")
 _TEXT = rb'[^"\[\]{}]'  # not a string, not a bracket
 
 
@@ -82,13 +88,14 @@ class _Reader:
 
     def _object(self, pos: int, opened: bool) -> tuple[dict[str, Any], int]:
         """The object at `pos` member by member; `opened`: the event itself, whose
-        object members are read member by member too, each with a budget of its own."""
-        raw = self.raw
+        object members are read member by member too, each with a budget of its own.
+        Past MAX_MEMBERS members an event is not a harness's; a member object is opaque."""
+        raw, start = self.raw, pos
         found: dict[str, Any] = {}
         pos = self._space(pos + 1)
         if raw[pos : pos + 1] == b"}":
             return found, pos + 1
-        while True:
+        for _ in range(MAX_MEMBERS):
             end = self._string_end(pos)
             key = self._small(pos, end)
             pos = self._space(end)
@@ -108,6 +115,11 @@ class _Reader:
             if mark != b",":
                 raise ValueError(f"not JSON at {pos}: ',' or '}}' expected")
             pos = self._space(pos + 1)
+        if opened:
+            raise ValueError(f"an event object of over {MAX_MEMBERS} members")
+        found.clear()
+        end = self._end(start)
+        return self._opaque(start, end), end
 
     def _value(self, pos: int) -> tuple[Any, int]:
         end = self._end(pos)
@@ -115,11 +127,14 @@ class _Reader:
         if self.raw[pos : pos + 1] not in (b"[", b"{"):
             return self._small(pos, end), end
         if size > min(self.budget, self.left):
-            self.opaque += 1
-            return {OPAQUE: blake2b(self.view[pos:end], digest_size=16).hexdigest()}, end
+            return self._opaque(pos, end), end
         self.budget -= size
         self.left -= size
         return self._small(pos, end), end
+
+    def _opaque(self, pos: int, end: int) -> dict[str, str]:
+        self.opaque += 1
+        return {OPAQUE: blake2b(self.view[pos:end], digest_size=16).hexdigest()}
 
     def _small(self, pos: int, end: int) -> Any:
         data = self.raw[pos:end]
@@ -143,20 +158,36 @@ class _Reader:
             return scalar.end()
         depth = 0
         while True:
-            mark = raw[pos : pos + 1]
-            if mark in (b"[", b"{"):
-                depth += 1
-                pos += 1
-            elif mark in (b"]", b"}"):
-                depth -= 1
-                pos += 1
-                if depth == 0:
-                    return pos
-            else:
-                run = _RUN.match(raw, pos)
-                if run is None or run.end() == pos:  # an unclosed string, or the end
-                    raise ValueError(f"not JSON at {pos}: a container is not closed")
+            run = _OPENING.match(raw, pos)
+            if run is not None:  # a run of them at once: hostile nesting is millions deep
+                depth += len(run.group().translate(None, _SPACES))
                 pos = run.end()
+                continue
+            run = _CLOSING.match(raw, pos)
+            if run is not None:
+                closed = len(run.group().translate(None, _SPACES))
+                if closed >= depth:
+                    return self._closed(pos, run.end(), depth)
+                depth -= closed
+                pos = run.end()
+                continue
+            run = _RUN.match(raw, pos)
+            if run is None or run.end() == pos:  # an unclosed string, or the end
+                raise ValueError(f"not JSON at {pos}: a container is not closed")
+            pos = run.end()
+
+    def _closed(self, pos: int, end: int, depth: int) -> int:
+        """Where the `depth`-th closing bracket of the run from `pos` to `end` ends."""
+        while True:
+            chunk = self.raw[pos : min(end, pos + 4096)]
+            found = len(chunk.translate(None, _SPACES))
+            if found >= depth:
+                for i, byte in enumerate(chunk):
+                    depth -= byte in b"]}"
+                    if depth == 0:
+                        return pos + i + 1
+            depth -= found
+            pos += len(chunk)
 
     def _string_end(self, pos: int) -> int:
         string = _STRING.match(self.raw, pos)
