@@ -137,6 +137,12 @@ def _copilot() -> CommandHook:
     return copilot
 
 
+def _hermes() -> CommandHook:
+    from . import hermes
+
+    return hermes
+
+
 def _kimi_cli() -> CommandHook:
     from . import kimi_cli
 
@@ -206,6 +212,7 @@ HARNESSES: dict[str, Callable[[], CommandHook]] = {
     "copilot": _copilot,
     "kimi-cli": _kimi_cli,
     "mistral-vibe": _mistral_vibe,
+    "hermes": _hermes,
 }
 # Command hooks that a framework's program puts in its own hook config: `hook --harness`.
 FRAMEWORK_HOOKS: dict[str, Callable[[], FrameworkHook]] = {"openhands": _openhands}
