@@ -17,6 +17,11 @@ from dsh_circuit_breaker.judge import BIG_EVENT_BYTES, event_of
 from dsh_circuit_breaker.keys import call_key
 from dsh_circuit_breaker.lenient import OPAQUE
 
+
+def test_an_event_read_the_usual_way_fits_a_members_budget() -> None:
+    assert BIG_EVENT_BYTES <= BUDGET
+
+
 json_values = st.recursive(
     st.none()
     | st.booleans()
