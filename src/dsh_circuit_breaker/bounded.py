@@ -3,8 +3,8 @@
 Parsed whole, JSON of many small objects takes about 30 times its text in Python objects
 (a 16 MiB event: over 300 MB in a hook process, gigabytes in `serve --http` with a few
 at once). Yet the breaker needs little of it: the harness's small identity fields, the
-tool's name, and digests of the arguments and of the result. So an event past BIG bytes
-is read here (`judge.BIG_EVENT_BYTES`, 1 MiB):
+tool's name, and digests of the arguments and of the result. So an event past
+`judge.BIG_EVENT_BYTES` (1 MiB) is read here:
 
 - the event object, and each object among its members (`tool_input`, `tool_response`),
   are read member by member, so that every field a harness looks up is there as usual,
@@ -12,20 +12,23 @@ is read here (`judge.BIG_EVENT_BYTES`, 1 MiB):
 - every other value is parsed whole (`cjson.loads`, else `lenient.read`) if it is a
   string or a number, or a container that fits what is left of its event member's
   BUDGET of built bytes; a container past it is one opaque value,
-  `{"dsh-circuit-breaker/opaque": hex}`, the digest of its bytes as sent.
+  `{"dsh-circuit-breaker/opaque": hex}`, the digest of its bytes as sent; so is a
+  member object of more than MAX_MEMBERS members (an event of more is not a harness's).
 
 The digest keeps the breaker's two promises: identical copies of a call stay identical
 (the same bytes, the same digest), and calls that differ in a byte differ. It can only
 tell more calls apart than a parse would (the same value spelled with other whitespace
 or key order digests differently), so it can never merge two calls, never deny by
-accident. A member's budget depends on its own bytes alone, so a call's arguments read
-alike in its pre-tool event and its larger post-tool one; and an event at most that big
-has no member past its budget, so it reads exactly as a parse would.
+accident; a big result's clock times inside an opaque container are not masked
+(results.py), so such a result moves on every call and its poll runs on. A member's
+budget depends on its own bytes alone, so a call's arguments read alike in its pre-tool
+event and its larger post-tool one; and an event at most that big has no member past its
+budget, so it reads exactly as a parse would.
 
 A container's end is found without building it: a regular expression (in C) takes runs
 of text, strings and containers nested up to three deep, 4,096 at a time (a bounded
-repeat: an unbounded one keeps a frame per item, hundreds of MB), and only deeper
-brackets are counted in Python.
+repeat: an unbounded one keeps a frame per item, hundreds of MB); deeper brackets are
+counted in Python, a run of them at a time.
 """
 
 from __future__ import annotations
