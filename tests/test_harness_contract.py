@@ -26,7 +26,8 @@ import pytest
 
 from dsh_circuit_breaker.breaker import Decision
 from dsh_circuit_breaker.config import DEFAULT_IGNORE_ARGS
-from dsh_circuit_breaker.harnesses import HARNESSES, Call, Prompt, load
+from dsh_circuit_breaker.harnesses import HARNESSES, load
+from dsh_circuit_breaker.judge import Call, Prompt
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from hook_support import hook_env, run_hook
 from support.command_hook_harnesses import HARNESSES as DESCRIBED
@@ -37,8 +38,9 @@ NAMES = sorted(HARNESSES)
 # Harnesses whose hook event carries only the command: Codex drops `justification` (the
 # model's per-call annotation of exec_command) before its PreToolUse hook; Mistral Vibe's
 # bash takes no annotation at all (its schema forbids any argument but command and timeout);
+# Hermes Agent's terminal tool takes none (command, background, timeout, workdir, pty, ...);
 # OpenHands builds the action its hook sees without the model's `summary` and `security_risk`.
-NO_ANNOTATIONS = {"codex", "mistral-vibe", "openhands-cli"}
+NO_ANNOTATIONS = {"codex", "mistral-vibe", "hermes", "openhands-cli"}
 
 
 def probe_events(name: str) -> list[dict[str, Any]]:

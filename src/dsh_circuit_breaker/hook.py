@@ -23,9 +23,9 @@ from __future__ import annotations
 import os
 import sys
 
-from .harnesses import DEFAULT, Malformed, hook_module
-from .invocation import UsageError, parse_hook
-from .judge import MAX_EVENT_BYTES, event_of, judge
+from .harnesses import hook_module
+from .invocation import DEFAULT_HARNESS, UsageError, parse_hook
+from .judge import MAX_EVENT_BYTES, Malformed, event_of, judge
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def handle(
     event: dict[str, Any],
     config_path: str | None,
     state: str | None,
-    harness_name: str = DEFAULT,
+    harness_name: str = DEFAULT_HARNESS,
 ) -> str | None:
     """Judge one event; returns what to print on stdout (None: print nothing)."""
     harness = hook_module(harness_name)
@@ -154,7 +154,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--harness",
         choices=[*HARNESSES, *FRAMEWORK_HOOKS],
-        default=DEFAULT,
+        default=DEFAULT_HARNESS,
         help="the harness (or framework) running it",
     )
     parser.add_argument("--config", metavar="FILE", help="config file (TOML, JSON or YAML)")

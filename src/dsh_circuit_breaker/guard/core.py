@@ -11,7 +11,8 @@ from collections.abc import Callable
 from ..assembly import Assembly
 from ..config import Config, ConfigError
 from ..config_file import hook_defaults, load_over, state_url
-from ..harnesses import HARNESSES, Malformed, load, target_module, targets
+from ..harnesses import HARNESSES, load, target_module, targets
+from ..judge import Malformed
 from ..stores import store_from_url
 from ..stores.base import Store
 

@@ -1,7 +1,7 @@
 """`dsh-circuit-breaker serve --stdio`: the guard over stdio, which every JavaScript plugin
-(js/guard.mjs, the DSH plugin.mjs) starts and talks to.
+(js/guard.mjs, under js/dsh.mjs and the other plugins) starts and talks to.
 
-One long-lived process holds one CircuitBreaker; the plugin (the DSH plugin.mjs, or any
+One long-lived process holds one CircuitBreaker; the plugin (the DSH js/dsh.mjs, or any
 other host) writes one JSON object per line on stdin and reads one per line on stdout.
 
 Requests (`id` is echoed back in the reply; any JSON value):

@@ -14,7 +14,8 @@ A command-hook harness module has:
   `ignoreArgs`).
 - `parse(event) -> Call | Prompt | Outcome | None`: what one hook event means (None: an
   event the breaker has no business with); raises `Malformed` for an event it cannot
-  judge.
+  judge. These types are `judge.py`'s: a harness module imports them from there, never
+  from this registry, which imports the harness modules.
 - `answer(decision) -> str | None`: what the hook prints for a decision, in the harness's
   own shape (None: print nothing).
 - `probe_events(session) -> list`: events in its shape that a working hook allows
@@ -35,6 +36,8 @@ The two Protocols below say so, and mypy holds every module in the registry to t
 
 from __future__ import annotations
 
+from ..judge import Malformed
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from typing import Any, Protocol
 
     from ..breaker import Decision
+    from ..judge import Call, Outcome, Prompt
 
     class CommandHook(Protocol):
         """A command-hook harness module (install, uninstall, doctor: `_command_hook`,
@@ -137,6 +141,12 @@ def _copilot() -> CommandHook:
     return copilot
 
 
+def _hermes() -> CommandHook:
+    from . import hermes
+
+    return hermes
+
+
 def _kimi_cli() -> CommandHook:
     from . import kimi_cli
 
@@ -212,6 +222,7 @@ HARNESSES: dict[str, Callable[[], CommandHook]] = {
     "copilot": _copilot,
     "kimi-cli": _kimi_cli,
     "mistral-vibe": _mistral_vibe,
+    "hermes": _hermes,
     "openhands-cli": _openhands_cli,
 }
 # Command hooks that a framework's program puts in its own hook config: `hook --harness`.
@@ -227,59 +238,6 @@ PLUGIN_HARNESSES: dict[str, Callable[[], Plugin]] = {
     # MCP clients: the relay wrapped around each server of a client's config (install mcp).
     "mcp": _mcp,
 }
-DEFAULT = "claude-code"  # `hook` without --harness: what every install before it wrote
-
-
-class Malformed(ValueError):
-    """An event the hook cannot judge: allowed, with one line on stderr."""
-
-
-class Call:
-    """A tool call to judge: `agent` (the store key), `tool`, `arguments`, and `call_id`,
-    the harness's id for the call where it gives one (it only labels exported telemetry)."""
-
-    __slots__ = ("agent", "arguments", "call_id", "tool")
-
-    def __init__(self, agent: str, tool: str, arguments: Any, call_id: str | None = None) -> None:
-        self.agent = agent
-        self.tool = tool
-        self.arguments = arguments
-        self.call_id = call_id
-
-
-class Outcome:
-    """What an allowed call returned, from the harness's post-tool event: `agent` (the key
-    its pre-tool event had), `tool`, `arguments` (as the call had them), `result` (the
-    part of the event that says what the model got back; only its digest is kept)."""
-
-    __slots__ = ("agent", "arguments", "result", "tool")
-
-    def __init__(self, agent: str, tool: str, arguments: Any, result: Any) -> None:
-        self.agent = agent
-        self.tool = tool
-        self.arguments = arguments
-        self.result = result
-
-
-class Prompt:
-    """A new user prompt: `agent` (the main agent) starts afresh with resetOnUserPrompt."""
-
-    __slots__ = ("agent",)
-
-    def __init__(self, agent: str) -> None:
-        self.agent = agent
-
-
-def subagent_key(parent: str, sub: str) -> str:
-    """`parent/sub`, each part with `%` and `/` escaped: session `a/b` must not be taken
-    for subagent `b` of session `a` (ids without either, UUIDs, stay as they are)."""
-    return f"{escaped_id(parent)}/{escaped_id(sub)}"
-
-
-def escaped_id(part: str) -> str:
-    if "/" not in part and "%" not in part:
-        return part
-    return part.replace("%", "%25").replace("/", "%2F")
 
 
 def load(name: str) -> CommandHook:

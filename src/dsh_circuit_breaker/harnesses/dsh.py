@@ -1,4 +1,4 @@
-"""DeepSeek Harness (DSH): the plugin (`dsh/plugin.mjs`) goes into a DSH profile's patch
+"""DeepSeek Harness (DSH): the plugin (`js/dsh.mjs`) goes into a DSH profile's patch
 layer (`$DSH_HOME/profiles/<name>/cordis.patch.yml`) as one insert row, written between
 two marker comments so that it can be found again without a YAML library (the core stays
 dependency-free) and without touching any other row. A DSH plugin row that fails to

@@ -17,7 +17,7 @@ milliseconds.
 
 from __future__ import annotations
 
-from . import Call, Malformed, Outcome, Prompt
+from ..judge import Call, Malformed, Outcome, Prompt
 from ._pretooluse import call_of, session_of
 
 TYPE_CHECKING = False

@@ -15,14 +15,15 @@ arrive after the next call's `PreToolUse`.
 
 from __future__ import annotations
 
-from . import Malformed, Outcome, _pretooluse
+from ..judge import Malformed, Outcome
+from . import _pretooluse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from . import Call, Prompt
+    from ..judge import Call, Prompt
     from ._toml import TomlFile
 
 NAME = "kimi-cli"

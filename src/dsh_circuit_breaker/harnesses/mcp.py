@@ -15,6 +15,8 @@ the conversation): every call past the stop point stays refused, with the same t
 
 from __future__ import annotations
 
+import sys
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -45,7 +47,7 @@ def add_arguments(parser: Any, action: str) -> None:
 def install(args: Any) -> int:
     from ._mcp_clients import install as run
 
-    return run(args)
+    return run(args, _this())
 
 
 def uninstall(args: Any) -> int:
@@ -57,4 +59,10 @@ def uninstall(args: Any) -> int:
 def doctor(args: Any) -> int:
     from ._mcp_clients import doctor as run
 
-    return run(args)
+    return run(args, _this())
+
+
+def _this() -> Any:
+    """This module, for `_mcp_clients` to load the config as the relay does: it is handed
+    over rather than imported there, so that imports between the two go one way."""
+    return sys.modules[__name__]

@@ -16,7 +16,7 @@ for a tool that ran.
 
 from __future__ import annotations
 
-from . import Call, Malformed, Outcome, escaped_id, subagent_key
+from ..judge import Call, Malformed, Outcome, escaped_id, subagent_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..breaker import Decision
-    from . import Prompt
+    from ..judge import Prompt
     from ._toml import TomlFile
 
 NAME = "mistral-vibe"

@@ -12,14 +12,15 @@ included; only a request that starts from what the person submitted carries
 
 from __future__ import annotations
 
-from . import Outcome, Prompt, _pretooluse
+from ..judge import Outcome, Prompt
+from . import _pretooluse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from . import Call
+    from ..judge import Call
 
 NAME = "qwen-code"
 LABEL = "Qwen Code"
