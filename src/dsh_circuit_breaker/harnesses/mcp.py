@@ -17,7 +17,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    import argparse
 
     from ..breaker import Decision
 
@@ -36,25 +36,25 @@ def answer(decision: Decision) -> str | None:
 # -- install / uninstall / doctor: the relay around each server of a client's config -------
 
 
-def add_arguments(parser: Any, action: str) -> None:
+def add_arguments(parser: argparse.ArgumentParser, action: str) -> None:
     from ._mcp_clients import add_arguments as add
 
     add(parser, action)
 
 
-def install(args: Any) -> int:
+def install(args: argparse.Namespace) -> int:
     from ._mcp_clients import install as run
 
     return run(args)
 
 
-def uninstall(args: Any) -> int:
+def uninstall(args: argparse.Namespace) -> int:
     from ._mcp_clients import uninstall as run
 
     return run(args)
 
 
-def doctor(args: Any) -> int:
+def doctor(args: argparse.Namespace) -> int:
     from ._mcp_clients import doctor as run
 
     return run(args)
