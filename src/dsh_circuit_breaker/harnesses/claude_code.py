@@ -41,8 +41,7 @@ POST_EVENTS = _pretooluse.POST_EVENTS
 HTTP_EVENTS = _pretooluse.EVENTS
 START_EVENT = "SessionStart"
 
-
-# What it has nothing of its own for (`_contract.CommandHook`'s members), borrowed.
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 CLI_INSTALL = _defaults.CLI_INSTALL
 NOTE = _defaults.NOTE
 EMPTY_FILE = _defaults.EMPTY_FILE

@@ -35,8 +35,7 @@ SETTINGS_EVENTS = _pretooluse.EVENTS
 # command that fails comes through it too (0.171.0 has no failure event).
 POST_EVENTS = ("PostToolUse",)
 
-
-# What it has nothing of its own for (`_contract.CommandHook`'s members), borrowed.
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 CLI_INSTALL = _defaults.CLI_INSTALL
 HTTP_EVENTS = _defaults.HTTP_EVENTS
 START_EVENT = _defaults.START_EVENT

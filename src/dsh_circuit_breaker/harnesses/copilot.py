@@ -44,8 +44,7 @@ VERSION = 1  # the hooks file format Copilot reads
 # The hooks file is ours alone: uninstall deletes it once this is all that is left.
 EMPTY_FILE: dict[str, Any] = {"version": VERSION, "hooks": {}}
 
-
-# What it has nothing of its own for (`_contract.CommandHook`'s members), borrowed.
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 CLI_INSTALL = _defaults.CLI_INSTALL
 HTTP_EVENTS = _defaults.HTTP_EVENTS
 START_EVENT = _defaults.START_EVENT

@@ -44,8 +44,7 @@ SETTINGS_EVENTS = _pretooluse.EVENTS
 # model (`...[Process exited with code 0]`); droid sends none for a command that failed.
 POST_EVENTS = ("PostToolUse",)
 
-
-# What it has nothing of its own for (`_contract.CommandHook`'s members), borrowed.
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 CLI_INSTALL = _defaults.CLI_INSTALL
 NOTE = _defaults.NOTE
 HTTP_EVENTS = _defaults.HTTP_EVENTS

@@ -54,8 +54,7 @@ POST_EVENTS = ("AfterTool",)
 NUDGE = "[System: "
 HOOK_NAME = "dsh-circuit-breaker"  # what /hooks lists, and `/hooks disable` takes
 
-
-# What it has nothing of its own for (`_contract.CommandHook`'s members), borrowed.
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 CLI_INSTALL = _defaults.CLI_INSTALL
 HTTP_EVENTS = _defaults.HTTP_EVENTS
 START_EVENT = _defaults.START_EVENT

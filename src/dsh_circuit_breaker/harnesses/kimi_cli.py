@@ -62,8 +62,7 @@ EVENTS = frozenset(
 # The prompt Kimi sends a subagent whose answer was too short (subagents/runner.py).
 SUMMARY_CONTINUATION = "Your previous response was too brief. Please provide a more comprehensive"
 
-
-# What it has nothing of its own for (`_contract.CommandHook`'s members), borrowed.
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 NOTE = _defaults.NOTE
 HTTP_EVENTS = _defaults.HTTP_EVENTS
 START_EVENT = _defaults.START_EVENT

@@ -43,8 +43,7 @@ SETTINGS_EVENTS = ("pre_tool",)
 POST_EVENTS = ("post_tool",)
 HOOK_NAME = "dsh-circuit-breaker-"  # + the event: Vibe wants hook names unique
 
-
-# What it has nothing of its own for (`_contract.CommandHook`'s members), borrowed.
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 NOTE = _defaults.NOTE
 HTTP_EVENTS = _defaults.HTTP_EVENTS
 START_EVENT = _defaults.START_EVENT

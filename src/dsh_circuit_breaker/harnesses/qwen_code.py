@@ -39,8 +39,7 @@ SETTINGS_EVENTS = _pretooluse.EVENTS
 # `returnDisplay` is the screen's, with a subagent's timings), PostToolUseFailure's `error`.
 POST_EVENTS = _pretooluse.POST_EVENTS
 
-
-# What it has nothing of its own for (`_contract.CommandHook`'s members), borrowed.
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 CLI_INSTALL = _defaults.CLI_INSTALL
 NOTE = _defaults.NOTE
 HTTP_EVENTS = _defaults.HTTP_EVENTS
