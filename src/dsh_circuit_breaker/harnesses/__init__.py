@@ -19,10 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from ._contract import CommandHook, Harness, Hook, Plugin, Relay, SomeCommandHook
-    from ._toml import TomlFile
-
-    JsonHook = CommandHook[dict[str, Any]]  # one whose settings file is a JSON object
+    from ._contract import Harness, Hook, JsonHook, Plugin, Relay, SomeCommandHook, TomlHook
 
 
 # name -> its module, imported when asked for (the hook imports only its own harness).
@@ -63,13 +60,13 @@ def _copilot() -> JsonHook:
     return copilot
 
 
-def _kimi_cli() -> CommandHook[TomlFile]:
+def _kimi_cli() -> TomlHook:
     from . import kimi_cli
 
     return kimi_cli
 
 
-def _mistral_vibe() -> CommandHook[TomlFile]:
+def _mistral_vibe() -> TomlHook:
     from . import mistral_vibe
 
     return mistral_vibe

@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 from ..breaker import Decision
 from ..config_file import Spellings
 from . import Call, Outcome, Prompt
+from ._toml import TomlFile
 
 # A harness's settings as its `read_settings` reads them: a JSON object, or a `TomlFile`.
 S = TypeVar("S")
@@ -97,6 +98,10 @@ class CommandHook(Hook, Protocol[S]):
     def write_settings(self, path: Path, settings: S, /, backup: bool = True) -> Path | None: ...
 
 
+# The settings' shapes a command hook's file has (the registry checks each module's): a
+# JSON object (`_defaults`' operations, or the module's own), or TOML tables (`_toml`).
+JsonHook = CommandHook[dict[str, Any]]
+TomlHook = CommandHook[TomlFile]
 # A command hook whatever its settings' shape (`_command_hook`, `_http_hook`: only the
 # module's own operations look inside its settings).
 SomeCommandHook = CommandHook[Any]
