@@ -255,6 +255,7 @@ def test_user_config_file_is_found(tmp_path: Path) -> None:
 HOOK_MODULES = {
     "dsh_circuit_breaker",
     "dsh_circuit_breaker._log",
+    "dsh_circuit_breaker.assembly",
     "dsh_circuit_breaker.breaker",
     "dsh_circuit_breaker.cjson",
     "dsh_circuit_breaker.cli",

@@ -100,3 +100,16 @@ def test_the_guard_depends_on_no_command() -> None:
         if module.startswith("guard"):
             commands = {m for m in imports(module, path) if m.startswith("commands")}
             assert not commands, f"{module} imports {commands}"
+
+
+def test_a_harness_transport_builds_its_breaker_only_through_assembly() -> None:
+    """The command hook and the guard's servers get a harness's config, state and breaker
+    from `assembly.Assembly`, so a call is judged the same whichever way it arrives."""
+    for module, path in modules().items():
+        if module != "hook" and not module.startswith("guard"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute):
+                name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+                where = f"{module}:{node.lineno}"
+                assert name not in {"CircuitBreaker", "hook_config"}, where

@@ -101,19 +101,15 @@ class McpGuard:
     def __init__(
         self, config_path: str | None = None, state: str | None = None, server: str | None = None
     ) -> None:
-        from ..breaker import CircuitBreaker
-        from ..config_file import hook_config, state_url
+        from ..assembly import Assembly
         from ..harnesses import mcp as harness
-        from ..hook import _ensure_parent
 
-        config, file_state = hook_config(config_path, harness)
-        self.config = config
-        self.url = state_url(state, file_state)
+        assembly = Assembly.of(harness.NAME, harness, config_path, state)
+        self.config = assembly.config
+        self.url = assembly.url
         self.server = server
         self._harness = harness
-        if config.incident_log:
-            _ensure_parent(config.incident_log)
-        self._breaker = CircuitBreaker(config, state=self.url, harness=harness.NAME)
+        self._breaker = assembly.breaker()
 
     def breaker(self) -> Any:
         return self._breaker
