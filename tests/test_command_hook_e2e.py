@@ -54,10 +54,11 @@ def harness(request: pytest.FixtureRequest, installed: Installed, harness_cache:
 
 def check_refused(h: Harness, result: Any, message: str) -> None:
     """A refused call's result: the breaker's text, in the harness's wording."""
+    said = (result.text, h.last_stderr[-2000:])
     if h.whole_refusal:
-        assert result.text == h.refusal_prefix + message, result.text
+        assert result.text == h.refusal_prefix + message, said
     else:
-        assert result.text.startswith(h.refusal_prefix + message), result.text
+        assert result.text.startswith(h.refusal_prefix + message), said
     if h.flags_errors:
         assert result.is_error
 

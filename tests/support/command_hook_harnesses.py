@@ -81,6 +81,7 @@ class Harness:
     refusal_prefix: ClassVar[str] = ""
     # True: a refused call's result is that prefix and the breaker's text, nothing more.
     whole_refusal: ClassVar[bool] = False
+    last_stderr = ""  # the last run's stderr, for a failing check to show (the hook warns there)
     # True: the API has an error flag on a tool result, and a refusal sets it.
     flags_errors: ClassVar[bool] = False
     # Environment variable prefixes of the user's own session, kept out of the run.
@@ -226,6 +227,7 @@ class Harness:
         )
         assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
         assert model.errors == []
+        self.last_stderr = done.stderr
         return self.read(done, model)
 
 
