@@ -133,7 +133,8 @@ def main() -> int:
                 if round_ >= args.warmup:
                     times[name].append(elapsed * 1000)
         denied = subprocess.run(hook, input=repeated, env=env, capture_output=True).stdout
-        assert b'"deny"' in denied, "the repeated call should be denied by now"
+        # Each harness's refusal: a deny, or Hermes's block.
+        assert b'"deny"' in denied or b'"block"' in denied, "the repeated call should be denied"
 
     base = statistics.median(times["python -c pass"])
     print(f"harness: {args.harness}; interpreter: {sys.executable} ({sys.version.split()[0]})")
@@ -189,9 +190,10 @@ def _results_cases(
 
     def outcome() -> bytes:
         done = json.loads(event(last["session"], last["tool_input"]))
-        if "hook_event_name" in done:  # the Claude Code shape, Gemini CLI's and Kimi CLI's
+        if "hook_event_name" in done:  # Claude Code's shape, Gemini CLI's, Kimi CLI's, Hermes's
             done.update(hook_event_name=post, tool_response={"llmContent": "run 7: 40% done"})
             done["tool_output"] = "is_error=False output='run 7: 40% done' message=''"
+            done["extra"] = {"result": '{"output": "run 7: 40% done"}', "status": "ok"}  # Hermes
         else:  # Copilot's, which names no event
             done["toolResult"] = {"resultType": "success", "textResultForLlm": "run 7: 40% done"}
         assert isinstance(harness.parse(done), Outcome), done

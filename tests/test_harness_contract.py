@@ -37,8 +37,9 @@ CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
 NAMES = sorted(HARNESSES)
 # Harnesses whose hook event carries only the command: Codex drops `justification` (the
 # model's per-call annotation of exec_command) before its PreToolUse hook; Mistral Vibe's
-# bash takes no annotation at all (its schema forbids any argument but command and timeout).
-NO_ANNOTATIONS = {"codex", "mistral-vibe"}
+# bash takes no annotation at all (its schema forbids any argument but command and timeout);
+# Hermes Agent's terminal tool takes none (command, background, timeout, workdir, pty, ...).
+NO_ANNOTATIONS = {"codex", "mistral-vibe", "hermes"}
 
 
 def probe_events(name: str) -> list[dict[str, Any]]:

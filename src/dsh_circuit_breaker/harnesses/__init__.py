@@ -60,6 +60,12 @@ def _copilot() -> JsonHook:
     return copilot
 
 
+def _hermes() -> JsonHook:  # its YAML file, read as the mapping it holds
+    from . import hermes
+
+    return hermes
+
+
 def _kimi_cli() -> TomlHook:
     from . import kimi_cli
 
@@ -129,6 +135,7 @@ HARNESSES: dict[str, Callable[[], SomeCommandHook]] = {
     "copilot": _copilot,
     "kimi-cli": _kimi_cli,
     "mistral-vibe": _mistral_vibe,
+    "hermes": _hermes,
 }
 # Command hooks that a framework's program puts in its own hook config: `hook --harness`.
 FRAMEWORK_HOOKS: dict[str, Callable[[], Hook]] = {"openhands": _openhands}
