@@ -42,6 +42,18 @@ def test_tool_args_as_a_json_string_and_as_an_unparsable_string() -> None:
     assert isinstance(raw, Call) and raw.arguments == '{"command": "ls"'
 
 
+def test_big_tool_args_as_a_json_string_are_read_in_bounded_memory() -> None:
+    """Past 1 MiB, as a big event is (bounded.py): its big containers as their digests,
+    the same for the same text, another for text differing in one byte."""
+    rows = [{"a": i} for i in range(131_072)]
+    texts = [json.dumps({"command": "psql", "rows": [*rows, {"a": last}]}) for last in (1, 2)]
+    first, again, other = (copilot.parse(call(text)) for text in (texts[0], texts[0], texts[1]))
+    assert isinstance(first, Call) and isinstance(again, Call) and isinstance(other, Call)
+    assert first.arguments["command"] == "psql"
+    assert set(first.arguments["rows"]) == {"dsh-circuit-breaker/opaque"}
+    assert first.arguments == again.arguments != other.arguments
+
+
 def test_a_subagent_is_keyed_under_its_parent_and_its_prompt_is_not_a_reset() -> None:
     sub = {"agentId": "a1", "agentType": "general-purpose", "parentAgentId": "s1"}
     what = copilot.parse(call(sessionId="a1", **sub))

@@ -21,18 +21,37 @@ if TYPE_CHECKING:
 # A hook event is a few kilobytes; a Write of a large file can reach megabytes. Past this
 # the event is not judged (allowed), rather than letting one call eat memory and time.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
+# Past this an event is read by `bounded.read` (its value as bounded.BIG): parsed whole, a
+# tree of small objects takes 30 times its text.
+BIG_EVENT_BYTES = 1024 * 1024
 
 
 def event_of(raw: bytes) -> dict[str, Any]:
     """The hook event `raw` holds; `Malformed` for anything that is not one."""
     if len(raw) > MAX_EVENT_BYTES:
         raise Malformed(f"event larger than {MAX_EVENT_BYTES} bytes, not judged")
+    if len(raw) > BIG_EVENT_BYTES:
+        return _read_in_bounded_memory(raw)
     try:
         event = loads(raw)
     except (ValueError, RecursionError):
         event = _read_as_the_harness_does(raw)
     if not isinstance(event, dict):
         raise Malformed(f"a hook event must be a JSON object, got {type(event).__name__}")
+    return event
+
+
+def _read_in_bounded_memory(raw: bytes) -> dict[str, Any]:
+    """A big event with its big containers digested (`bounded`), one line if any was."""
+    from ._log import warn
+    from .bounded import read
+
+    try:
+        event, notes = read(raw)
+    except ValueError:
+        raise Malformed("the input is not a JSON hook event") from None
+    if notes:
+        warn("dsh-circuit-breaker: big hook event judged as read: %s", "; ".join(notes))
     return event
 
 

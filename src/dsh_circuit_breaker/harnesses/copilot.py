@@ -88,13 +88,19 @@ def parse(event: dict[str, Any]) -> Call | Prompt | Outcome | None:
 
 
 def _arguments(args: Any) -> Any:
-    """`toolArgs` is an object; a JSON string is read as one, and a string that does not
-    parse is itself the comparable value (SPEC)."""
+    """`toolArgs` is an object; a JSON string is read as one (past 1 MiB, in bounded
+    memory, as a big event is: `bounded`), and a string that does not parse is itself
+    the comparable value (SPEC)."""
     if not isinstance(args, str):
         return args
     from ..cjson import loads
+    from ..judge import BIG_EVENT_BYTES
 
     try:
+        if len(args) > BIG_EVENT_BYTES:
+            from ..bounded import read
+
+            return read(args.encode("utf-8", "surrogatepass"))[0]
         return loads(args)
     except (ValueError, RecursionError):
         return args
