@@ -1,5 +1,6 @@
 """Every harness module in `harnesses.HARNESSES` keeps the same contract (see the
-package docstring), checked here once for all of them:
+Protocols of harnesses/_contract.py, which mypy holds every module to), checked here
+once for all of them, at run time:
 
 - its members are there, with the right types;
 - its real captured probe (tests/fixtures/harness-events/NAME) through `hook --harness

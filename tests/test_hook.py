@@ -263,6 +263,9 @@ HOOK_MODULES = {
     "dsh_circuit_breaker.config_file",
     "dsh_circuit_breaker.files",
     "dsh_circuit_breaker.harnesses",
+    # What a harness module borrows by assignment (its members typed by `_contract`, which
+    # only mypy imports): no imports at its top, so one small module.
+    "dsh_circuit_breaker.harnesses._defaults",
     "dsh_circuit_breaker.harnesses._pretooluse",
     "dsh_circuit_breaker.harnesses.claude_code",
     "dsh_circuit_breaker.hook",

@@ -17,10 +17,9 @@ from .config_file import hook_config, state_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from .breaker import CircuitBreaker
     from .config import Config
+    from .config_file import Spellings
     from .stores.base import Store
 
 
@@ -36,7 +35,9 @@ class Assembly:
         self.url = url
 
     @classmethod
-    def of(cls, name: str, harness: Any, config_path: str | None, state: str | None) -> Assembly:
+    def of(
+        cls, name: str, harness: Spellings, config_path: str | None, state: str | None
+    ) -> Assembly:
         """Harness `name`, module `harness`, as its command hook loads it: `config_path` (None:
         the hook's default file) over the harness's defaults, then `state` (None: the
         environment, the file's `state`, the default SQLite file). A bad file or key is

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from .breaker import Decision
     from .config import Config
+    from .harnesses._contract import Answers
 
 
 class Malformed(ValueError):
@@ -126,7 +127,7 @@ def _read_as_the_harness_does(raw: bytes) -> Any:
 
 
 def judge(
-    harness: Any, what: Call | Prompt | Outcome, config: Config, breaker: Callable[[], Any]
+    harness: Answers, what: Call | Prompt | Outcome, config: Config, breaker: Callable[[], Any]
 ) -> tuple[str | None, Decision | None]:
     """What the harness gets back for one parsed event, and the decision behind it (None
     for an event that is not a judged call).

@@ -18,7 +18,7 @@ from ..stores.base import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..harnesses import CommandHook
+    from ..harnesses._contract import SomeCommandHook
 
 
 def harness_assembly(name: object, config_file: str | None, state: str | None) -> Assembly:
@@ -35,7 +35,7 @@ class Harness:
 
     __slots__ = ("breaker", "config", "module", "name")
 
-    def __init__(self, name: str, module: CommandHook, config: Config, store: Store) -> None:
+    def __init__(self, name: str, module: SomeCommandHook, config: Config, store: Store) -> None:
         self.name = name
         self.module = module
         self.config = config

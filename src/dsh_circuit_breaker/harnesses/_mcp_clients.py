@@ -25,12 +25,15 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..invocation import HOOK_PROGRAM, OLD_HOOK_PROGRAM, entry_point
 from ..usage import FAILED, USAGE, error
 from . import _jsonc
 from ._settings import SettingsError, Unreadable, backup_note, restored_text, write_text
+
+if TYPE_CHECKING:
+    from ._contract import Harness
 
 RELAY_VERB = "mcp"
 STATE_FILE = "mcp-installs.json"  # in the state directory: entries installed without `args`
@@ -318,7 +321,7 @@ def _save_record(path: Path, names: set[str]) -> None:
 # -- install / uninstall -------------------------------------------------------------------
 
 
-def check_relay_options(config: str | None, state: str | None, harness: Any) -> list[str]:
+def check_relay_options(config: str | None, state: str | None, harness: Harness) -> list[str]:
     """The relay's --config/--state, refused now if the relay would refuse them later
     (`harness`: the `mcp` module, whose spellings the relay loads the config with)."""
     from ..config_file import hook_config, state_url
@@ -337,7 +340,7 @@ def check_relay_options(config: str | None, state: str | None, harness: Any) -> 
     return options
 
 
-def install(args: argparse.Namespace, harness: Any) -> int:
+def install(args: argparse.Namespace, harness: Harness) -> int:
     from ..config import ConfigError
 
     try:
@@ -408,7 +411,7 @@ def uninstall(args: argparse.Namespace) -> int:
 DOCTOR_TIMEOUT = 60.0  # seconds for one server to start and list its tools (npx may fetch)
 
 
-def doctor(args: argparse.Namespace, harness: Any) -> int:
+def doctor(args: argparse.Namespace, harness: Harness) -> int:
     """Each wrapped server starts through the relay and lists its tools; the config and
     state the relay runs with are valid (`harness`: as `check_relay_options`'s)."""
     from ._doctor import Report, doctor_config_and_state

@@ -18,6 +18,7 @@ hooks are kept, their comments are not.
 from __future__ import annotations
 
 from ..judge import Call, Malformed, Outcome, Prompt, escaped_id
+from . import _defaults
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,6 +39,12 @@ SCOPES = ("user",)
 FILE_OPTION = "--config-file"
 SETTINGS_EVENTS = ("pre_tool_call", "pre_llm_call")
 POST_EVENTS = ("post_tool_call",)
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
+NOTE = _defaults.NOTE
+HTTP_EVENTS = _defaults.HTTP_EVENTS
+START_EVENT = _defaults.START_EVENT
+EMPTY_FILE = _defaults.EMPTY_FILE
+conflicts = _defaults.conflicts
 
 
 def _session(event: dict[str, Any], name: str) -> str:
@@ -123,9 +130,10 @@ def _yaml() -> Any:
     return yaml
 
 
-def read_settings(path: Path) -> dict[str, Any]:
+def read_settings(path: Path, events: tuple[str, ...] = ()) -> dict[str, Any]:
     """The file's mapping ({} when missing or blank); `SettingsError` for a file that is not
-    a YAML mapping, or whose `hooks` or an event's list is of another shape."""
+    a YAML mapping, or whose `hooks` or an event's list is of another shape (those of
+    every event of ours, `events` among them)."""
     from ..config_file import _counted
     from ..files import read_regular
     from ._settings import MAX_SETTINGS_BYTES, SettingsError, Unreadable
@@ -172,12 +180,13 @@ def our_commands(settings: dict[str, Any]) -> dict[str, list[str]]:
     return found
 
 
-def without_ours(settings: dict[str, Any]) -> dict[str, Any]:
-    """A copy without our entries, and without the events and `hooks` left empty by that."""
+def without_ours(settings: dict[str, Any]) -> dict[str, Any] | None:
+    """A copy without our entries, and without the events and `hooks` left empty by that;
+    None when nothing is left (install made the file)."""
     result = dict(settings)
     hooks = settings.get("hooks")
     if not isinstance(hooks, dict):
-        return result
+        return result or None
     kept: dict[str, Any] = {}
     for event, entries in hooks.items():
         if not isinstance(entries, list):
@@ -190,7 +199,7 @@ def without_ours(settings: dict[str, Any]) -> dict[str, Any]:
         result["hooks"] = kept
     else:
         result.pop("hooks")
-    return result
+    return result or None
 
 
 def with_ours(
@@ -200,7 +209,7 @@ def with_ours(
     the user's own."""
     from ._settings import HOOK_TIMEOUT
 
-    result = without_ours(settings)
+    result = without_ours(settings) or {}
     hooks = dict(result.get("hooks") or {})
     for event in events:
         hooks[event] = [*hooks.get(event, []), {"command": command, "timeout": HOOK_TIMEOUT}]

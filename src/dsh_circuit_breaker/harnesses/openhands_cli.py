@@ -14,7 +14,7 @@ subagent (the task tool) runs with its agent definition's hooks only, never hook
 
 from __future__ import annotations
 
-from . import openhands
+from . import _defaults, openhands
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,6 +50,12 @@ FIELDS = {
     "Stop": "stop",
 }
 SPELLED = {snake: pascal for pascal, snake in FIELDS.items()}
+
+NOTE = _defaults.NOTE
+HTTP_EVENTS = _defaults.HTTP_EVENTS
+START_EVENT = _defaults.START_EVENT
+EMPTY_FILE = _defaults.EMPTY_FILE
+write_settings = _defaults.write_settings
 
 
 def answer(decision: Decision) -> str | None:
@@ -94,7 +100,9 @@ def _events(settings: dict[str, Any]) -> dict[str, Any]:
     return events if isinstance(events, dict) else {}
 
 
-def read_settings(path: Path) -> dict[str, Any]:
+def read_settings(path: Path, events: tuple[str, ...] = SETTINGS_EVENTS) -> dict[str, Any]:
+    """The file, every event in it checked to be a list (OpenHands' own check, not only
+    `events`: any event of another shape makes it refuse the file)."""
     from ._settings import SettingsError, read_json
 
     data = read_json(path)
@@ -130,15 +138,15 @@ def with_ours(
     return dict(hooks)  # the events at the top, as the user wrote them
 
 
-def without_ours(settings: dict[str, Any]) -> dict[str, Any]:
-    """The file without our groups; `{}` when nothing else was in it (install made it)."""
+def without_ours(settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The file without our groups; None when nothing else was in it (install made it)."""
     from . import _settings
 
     kept = _settings.without_ours({"hooks": _events(settings)}).get("hooks")
     if "hooks" not in settings:
-        return dict(kept or {})
+        return dict(kept) if kept else None
     rest = {k: v for k, v in settings.items() if k != "hooks"}
-    return {**rest, "hooks": kept} if kept is not None else rest
+    return ({**rest, "hooks": kept} if kept is not None else rest) or None
 
 
 def conflicts(path: Path) -> list[str]:
