@@ -27,7 +27,6 @@ import pytest
 
 from dsh_circuit_breaker import hook
 from dsh_circuit_breaker.harnesses import HARNESSES, load
-from dsh_circuit_breaker.harnesses._command_hook import _ops
 from dsh_circuit_breaker.judge import Call, Outcome
 from dsh_circuit_breaker.results import result_digest
 from hook_support import hook_env, run_hook
@@ -223,7 +222,7 @@ def test_install_adds_the_post_tool_hook_only_with_results(name: str, tmp_path: 
         )
 
     def ours() -> set[str]:
-        found = _ops(harness, "our_commands")(_ops(harness, "read_settings")(settings))
+        found = harness.our_commands(harness.read_settings(settings, harness.SETTINGS_EVENTS))
         return set(found)
 
     post = set(harness.POST_EVENTS)  # type: ignore[attr-defined]
