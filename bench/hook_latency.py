@@ -61,8 +61,9 @@ from pathlib import Path
 from typing import Any
 
 from dsh_circuit_breaker.config import DEFAULT_EXEMPT
-from dsh_circuit_breaker.harnesses import DEFAULT, HARNESSES, Call, Outcome, load
-from dsh_circuit_breaker.invocation import hook_command
+from dsh_circuit_breaker.harnesses import HARNESSES, load
+from dsh_circuit_breaker.invocation import DEFAULT_HARNESS, hook_command
+from dsh_circuit_breaker.judge import Call, Outcome
 
 ENTRY = Path(sys.executable).parent / "dsh-circuit-breaker"
 
@@ -71,7 +72,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--harness", choices=list(HARNESSES), default=DEFAULT)
+    parser.add_argument("--harness", choices=list(HARNESSES), default=DEFAULT_HARNESS)
     parser.add_argument("--results", action="store_true", help="add the post-tool rows")
     parser.add_argument("--otel", action="store_true", help="add the OpenTelemetry rows")
     args = parser.parse_args()
@@ -133,7 +134,8 @@ def main() -> int:
                 if round_ >= args.warmup:
                     times[name].append(elapsed * 1000)
         denied = subprocess.run(hook, input=repeated, env=env, capture_output=True).stdout
-        assert b'"deny"' in denied, "the repeated call should be denied by now"
+        # Each harness's refusal: a deny, or Hermes's block.
+        assert b'"deny"' in denied or b'"block"' in denied, "the repeated call should be denied"
 
     base = statistics.median(times["python -c pass"])
     print(f"harness: {args.harness}; interpreter: {sys.executable} ({sys.version.split()[0]})")
@@ -189,9 +191,10 @@ def _results_cases(
 
     def outcome() -> bytes:
         done = json.loads(event(last["session"], last["tool_input"]))
-        if "hook_event_name" in done:  # the Claude Code shape, Gemini CLI's and Kimi CLI's
+        if "hook_event_name" in done:  # Claude Code's shape, Gemini CLI's, Kimi CLI's, Hermes's
             done.update(hook_event_name=post, tool_response={"llmContent": "run 7: 40% done"})
             done["tool_output"] = "is_error=False output='run 7: 40% done' message=''"
+            done["extra"] = {"result": '{"output": "run 7: 40% done"}', "status": "ok"}  # Hermes
         else:  # Copilot's, which names no event
             done["toolResult"] = {"resultType": "success", "textResultForLlm": "run 7: 40% done"}
         assert isinstance(harness.parse(done), Outcome), done

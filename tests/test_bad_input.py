@@ -126,7 +126,7 @@ KINDS: dict[str, list[str]] = {
 ACCEPTED = {
     ("install", "--settings", "missing"),
     ("install", "--hooks-file", "missing"),
-    ("install", "--config-file", "missing"),  # Kimi CLI's settings file
+    ("install", "--config-file", "missing"),  # Kimi CLI's and Hermes Agent's settings file
     ("uninstall", "--settings", "missing"),
     ("uninstall", "--hooks-file", "missing"),
     ("uninstall", "--config-file", "missing"),

@@ -282,7 +282,7 @@ def test_doctor_passes_for_a_package_at_a_long_awkward_path(dsh: list[str], tmp_
     assert run("install", "dsh").returncode == 0
     done = run("doctor", "dsh", "--dsh", dsh[0])
     assert done.returncode == 0, done.stdout + done.stderr
-    plugin = site / "dsh_circuit_breaker" / "dsh" / "plugin.mjs"
+    plugin = site / "dsh_circuit_breaker" / "js" / "dsh.mjs"
     assert f"ok       plugin file exists: {plugin}\n" in done.stdout
     assert "ok       plugin loaded in DSH; guard answered" in done.stdout
     assert "PROBLEM" not in done.stdout

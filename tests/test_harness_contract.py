@@ -1,5 +1,6 @@
 """Every harness module in `harnesses.HARNESSES` keeps the same contract (see the
-package docstring), checked here once for all of them:
+Protocols of harnesses/_contract.py, which mypy holds every module to), checked here
+once for all of them, at run time:
 
 - its members are there, with the right types;
 - its real captured probe (tests/fixtures/harness-events/NAME) through `hook --harness
@@ -26,7 +27,8 @@ import pytest
 
 from dsh_circuit_breaker.breaker import Decision
 from dsh_circuit_breaker.config import DEFAULT_IGNORE_ARGS
-from dsh_circuit_breaker.harnesses import HARNESSES, Call, Prompt, load
+from dsh_circuit_breaker.harnesses import HARNESSES, load
+from dsh_circuit_breaker.judge import Call, Prompt
 from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from hook_support import hook_env, run_hook
 from support.command_hook_harnesses import HARNESSES as DESCRIBED
@@ -36,8 +38,9 @@ CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
 NAMES = sorted(HARNESSES)
 # Harnesses whose hook event carries only the command: Codex drops `justification` (the
 # model's per-call annotation of exec_command) before its PreToolUse hook; Mistral Vibe's
-# bash takes no annotation at all (its schema forbids any argument but command and timeout).
-NO_ANNOTATIONS = {"codex", "mistral-vibe"}
+# bash takes no annotation at all (its schema forbids any argument but command and timeout);
+# Hermes Agent's terminal tool takes none (command, background, timeout, workdir, pty, ...).
+NO_ANNOTATIONS = {"codex", "mistral-vibe", "hermes"}
 
 
 def probe_events(name: str) -> list[dict[str, Any]]:

@@ -26,8 +26,9 @@ from typing import Any
 import pytest
 
 from dsh_circuit_breaker import hook
-from dsh_circuit_breaker.harnesses import HARNESSES, Call, Outcome, load
+from dsh_circuit_breaker.harnesses import HARNESSES, load
 from dsh_circuit_breaker.harnesses._command_hook import _ops
+from dsh_circuit_breaker.judge import Call, Outcome
 from dsh_circuit_breaker.results import result_digest
 from hook_support import hook_env, run_hook
 from support.command_hook_harnesses import HARNESSES as DESCRIBED

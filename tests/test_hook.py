@@ -255,6 +255,7 @@ def test_user_config_file_is_found(tmp_path: Path) -> None:
 HOOK_MODULES = {
     "dsh_circuit_breaker",
     "dsh_circuit_breaker._log",
+    "dsh_circuit_breaker.assembly",
     "dsh_circuit_breaker.breaker",
     "dsh_circuit_breaker.cjson",
     "dsh_circuit_breaker.cli",
@@ -262,6 +263,9 @@ HOOK_MODULES = {
     "dsh_circuit_breaker.config_file",
     "dsh_circuit_breaker.files",
     "dsh_circuit_breaker.harnesses",
+    # What a harness module borrows by assignment (its members typed by `_contract`, which
+    # only mypy imports): no imports at its top, so one small module.
+    "dsh_circuit_breaker.harnesses._defaults",
     "dsh_circuit_breaker.harnesses._pretooluse",
     "dsh_circuit_breaker.harnesses.claude_code",
     "dsh_circuit_breaker.hook",
@@ -503,3 +507,30 @@ def test_openhands_events_and_answers(tmp_path: Path) -> None:
     for bad in (openhands_event("PreToolUse", tool_name="search"), {"event_type": "Nope"}):
         done = run_hook(bad, env, *args)
         assert done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+
+
+def big_bash(description: str, last: int = 0) -> dict[str, Any]:
+    """Bash arguments of about 1.3 MB, past the size from which an event is read in bounded
+    memory (judge.BIG_EVENT_BYTES): its `rows` are judged by a digest of their bytes."""
+    return {
+        "command": "psql -f -",
+        "description": description,
+        "rows": [{"a": i} for i in range(131_072)] + [{"a": last}],
+    }
+
+
+@pytest.mark.timeout(180)  # 12 hook processes reading 1.3 MB each
+def test_big_calls_are_counted_exactly_by_their_bytes(tmp_path: Path) -> None:
+    env = hook_env(tmp_path)
+    # The same big call, its ignored `description` (SPEC's ignoreArgs) changing: refused
+    # at the 6th copy, as any call.
+    same = [run_hook(pre_tool_use("Bash", big_bash(f"step {i}")), env) for i in range(6)]
+    assert [denial(o.stdout) is None for o in same] == [True] * 5 + [False]
+    assert [o.returncode for o in same] == [0] * 6
+    assert "big hook event judged as read: 1 containers past" in same[0].stderr
+    # Five copies of one, then one differing from them in one byte: a new call, allowed
+    # (read as the same, it would be the 6th copy).
+    other = [pre_tool_use("Bash", big_bash("x", last), session="sess-2") for last in (0, 1)]
+    outs = [run_hook(other[0], env) for _ in range(5)] + [run_hook(other[1], env)]
+    assert len(json.dumps(other[0])) == len(json.dumps(other[1]))
+    assert [denial(o.stdout) for o in outs] == [None] * 6

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker.harnesses import Call, Malformed, Prompt, copilot
+from dsh_circuit_breaker.harnesses import copilot
 from dsh_circuit_breaker.harnesses._settings import SettingsError
 from dsh_circuit_breaker.invocation import hook_command
+from dsh_circuit_breaker.judge import Call, Malformed, Prompt
 from hook_support import hook_env, run_hook
 
 CLI = [sys.executable, "-m", "dsh_circuit_breaker.cli"]
@@ -40,6 +41,18 @@ def test_tool_args_as_a_json_string_and_as_an_unparsable_string() -> None:
     assert isinstance(parsed, Call) and parsed.arguments == {"command": "ls"}
     raw = copilot.parse(call('{"command": "ls"'))
     assert isinstance(raw, Call) and raw.arguments == '{"command": "ls"'
+
+
+def test_big_tool_args_as_a_json_string_are_read_in_bounded_memory() -> None:
+    """Past 1 MiB, as a big event is (bounded.py): its big containers as their digests,
+    the same for the same text, another for text differing in one byte."""
+    rows = [{"a": i} for i in range(131_072)]
+    texts = [json.dumps({"command": "psql", "rows": [*rows, {"a": last}]}) for last in (1, 2)]
+    first, again, other = (copilot.parse(call(text)) for text in (texts[0], texts[0], texts[1]))
+    assert isinstance(first, Call) and isinstance(again, Call) and isinstance(other, Call)
+    assert first.arguments["command"] == "psql"
+    assert set(first.arguments["rows"]) == {"dsh-circuit-breaker/opaque"}
+    assert first.arguments == again.arguments != other.arguments
 
 
 def test_a_subagent_is_keyed_under_its_parent_and_its_prompt_is_not_a_reset() -> None:

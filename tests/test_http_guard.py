@@ -507,3 +507,23 @@ def test_the_config_is_read_once_at_start(env: dict[str, str], tmp_path: Path, e
             assert refused >= 7, (name, refused)  # of ~10 copies (5 at the default of 6)
         other = pre_tool_use(session="edited-2", tool_input={"command": "echo y"})
         assert [bool(service.hook(other)) for _ in range(3)] == [False, False, True]
+
+
+@pytest.mark.timeout(120)
+def test_big_events_at_once_are_counted_exactly_and_small_calls_go_on(service: Service) -> None:
+    """Past 1 MiB an event is read in bounded memory (bounded.py), at most two at once
+    (http.BIG_AT_ONCE), waiting on the loop rather than on a worker: six copies of one
+    big call posted together are all answered, exactly one refused (the 6th judged), and
+    a small call posted meanwhile is answered too."""
+    rows = [{"a": i} for i in range(131_072)]  # about 1.3 MB of small objects
+    big = pre_tool_use(session="big", tool_input={"command": "psql -f -", "rows": rows})
+    answers: list[bytes] = []
+    posts = [threading.Thread(target=lambda: answers.append(service.hook(big))) for _ in range(6)]
+    for post in posts:
+        post.start()
+    small = service.hook(pre_tool_use(session="small", tool_input={"command": "ls"}))
+    for post in posts:
+        post.join(100)
+    assert small == b""
+    assert len(answers) == 6 and answers.count(b"") == 5
+    assert json.loads(max(answers))["hookSpecificOutput"]["permissionDecision"] == "deny"

@@ -14,7 +14,7 @@ from dsh_circuit_breaker import __version__
 from support.installed import INSTALLED, REPO, Installed
 
 PACKAGE = REPO / "src" / "dsh_circuit_breaker"
-DATA = ["dsh/plugin.mjs", "dsh/SKILL.md", "py.typed", "guard/page.html", "guard/page.js"]
+DATA = ["js/dsh.mjs", "dsh/SKILL.md", "py.typed", "guard/page.html", "guard/page.js"]
 
 
 def built(pattern: str) -> Path:
@@ -41,7 +41,7 @@ def test_installed_at_a_long_path_from_the_wheel_not_the_checkout(installed: Ins
 def test_installed_package_data_is_this_checkouts(installed: Installed) -> None:
     for name in DATA:
         assert (installed.package / name).read_bytes() == (PACKAGE / name).read_bytes(), name
-    assert installed.plugin == installed.package / "dsh" / "plugin.mjs"
+    assert installed.plugin == installed.package / "js" / "dsh.mjs"
     assert installed.skill == installed.package / "dsh" / "SKILL.md"
 
 

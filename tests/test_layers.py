@@ -3,12 +3,17 @@ own. From the bottom: the core (config, rules, breaker, stores and the leaves ar
 them), the harness modules (what each harness's events and settings mean), the
 transports that carry decisions (the command hook, the guard's stdio, HTTP and MCP
 servers, the framework integrations, the transcript readers), and the commands a person
-types. A module may import its own layer and the ones below."""
+types. A module may import its own layer and the ones below.
+
+Besides the layers, imports go one way: no module imports itself back through others
+(a circle), counting imports inside functions too, and no JavaScript file imports from
+above its own directory."""
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -75,6 +80,44 @@ def imports(module: str, path: Path) -> set[str]:
     return {name for name in found if name in known}
 
 
+def runtime_imports(module: str, path: Path) -> set[str]:
+    """The package's modules `module` runs, at its top or inside a function, for the
+    circle test: a `from X import Y` counts X.Y where Y is a module and X otherwise, and
+    X itself unless it is a package holding `module` (always imported before it).
+    Imports under `if TYPE_CHECKING:` never run, and are left out."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    parts = module.split(".") if module else []
+    holders = {".".join(parts[:i]) for i in range(len(parts))}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
+    known = modules()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(_ours(a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".") if package else []
+                base = base[: len(base) - (node.level - 1)]
+                stem = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                stem = _ours(node.module or "")
+            for alias in node.names:
+                full = f"{stem}.{alias.name}".lstrip(".")
+                found.add(full if full in known else stem)
+            if stem not in holders:
+                found.add(stem)
+    return {name for name in found if name in known and name != module}
+
+
 def _ours(name: str) -> str:
     """A module of this package by its name in the package (others come out unknown)."""
     return name.removeprefix(NAME).lstrip(".") if name.startswith(NAME) else f"-{name}"
@@ -100,3 +143,98 @@ def test_the_guard_depends_on_no_command() -> None:
         if module.startswith("guard"):
             commands = {m for m in imports(module, path) if m.startswith("commands")}
             assert not commands, f"{module} imports {commands}"
+
+
+def circles() -> list[list[str]]:
+    """Every group of modules that import each other, directly or round about (the strongly
+    connected components of the import graph with more than one module)."""
+    graph = {module: runtime_imports(module, path) for module, path in modules().items()}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's algorithm; the graph is a few hundred nodes
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for imported in graph[module]:
+            if imported not in order:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], order[imported])
+        if low[module] == order[module]:
+            group = [stack.pop()]
+            while group[-1] != module:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return found
+
+
+def test_no_import_circle() -> None:
+    assert circles() == []
+
+
+def test_a_circle_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The circle test can fail: two modules importing each other, one of them inside a
+    function, and a package holding a module that imports the package's own names."""
+    package = tmp_path / NAME
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from . import b\n")
+    (package / "b.py").write_text("def f():\n    from .a import X\n")
+    (package / "c.py").write_text("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from . import d\n")
+    (package / "d.py").write_text("from . import c\n")
+    (package / "sub" / "__init__.py").write_text("def f():\n    from . import e\n")
+    (package / "sub" / "e.py").write_text("from . import NAME\n")
+    (package / "sub" / "f.py").write_text("from . import e\n")
+    monkeypatch.setattr(f"{__name__}.PACKAGE", package)
+    modules.cache_clear()
+    try:
+        assert circles() == [["a", "b"], ["sub", "sub.e"]]
+    finally:
+        modules.cache_clear()
+
+
+# `import ... from "../x.mjs"`, `export ... from`, and `import("../x.mjs")`.
+JS_IMPORT = re.compile(r"""(?:\bfrom|\bimport)\s*\(?\s*["']([^"']+)["']""")
+
+
+def upward_js_imports(text: str) -> list[str]:
+    """The relative imports in a JavaScript module's text that leave its directory."""
+    return [spec for spec in JS_IMPORT.findall(text) if spec.startswith("../")]
+
+
+@pytest.mark.parametrize(
+    "path", sorted(PACKAGE.rglob("*.mjs")), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_no_javascript_module_imports_from_above_its_directory(path: Path) -> None:
+    assert upward_js_imports(path.read_text(encoding="utf-8")) == []
+
+
+def test_an_upward_javascript_import_is_found() -> None:
+    text = (
+        "import { a } from './guard.mjs';\n"
+        "import {\n  b,\n} from '../js/guard.mjs';\n"
+        'export { c } from "../../x.mjs";\n'
+        "const d = await import('../d.mjs');\n"
+    )
+    assert upward_js_imports(text) == ["../js/guard.mjs", "../../x.mjs", "../d.mjs"]
+
+
+def test_a_harness_transport_builds_its_breaker_only_through_assembly() -> None:
+    """The command hook and the guard's servers get a harness's config, state and breaker
+    from `assembly.Assembly`, so a call is judged the same whichever way it arrives."""
+    for module, path in modules().items():
+        if module != "hook" and not module.startswith("guard"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute):
+                name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+                where = f"{module}:{node.lineno}"
+                assert name not in {"CircuitBreaker", "hook_config"}, where

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from dsh_circuit_breaker.harnesses import Call, Malformed, load
+from dsh_circuit_breaker.harnesses import load
+from dsh_circuit_breaker.judge import Call, Malformed
 from hook_support import hook_env
 
 pytestmark = pytest.mark.timeout(120)

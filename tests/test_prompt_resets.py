@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker.harnesses import Prompt, load
+from dsh_circuit_breaker.harnesses import load
+from dsh_circuit_breaker.judge import Prompt
 from hook_support import hook_env, run_hook, runs_then_refusal
 
 FIXTURES = Path(__file__).parent / "fixtures" / "harness-events"

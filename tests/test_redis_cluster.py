@@ -207,7 +207,7 @@ def test_cluster_map_lost_by_one_thread_while_others_decide(caplog: Any) -> None
         url = f"{cluster.url}?prefix=test-{uuid.uuid4().hex[:8]}:&retry_after=0"
         config = Config(max_calls_per_agent=0, fail_closed=True, store_timeout=10.0)
         breaker = CircuitBreaker(config, state=url)
-        topology = breaker.store._topology  # type: ignore[attr-defined]
+        topology = breaker.store._client.topology  # type: ignore[attr-defined]
         node = ("127.0.0.1", cluster.nodes[0].port)
         stop = time.monotonic() + 3.0
         denied: list[str] = []

@@ -21,7 +21,7 @@ from conftest import require
 from dsh_circuit_breaker.transcripts import Problems, detect, read_transcripts, walk
 from dsh_circuit_breaker.transcripts.common import Pending, parse_arguments, parse_time
 from dsh_circuit_breaker.transcripts.jsonstream import JsonStream, JsonStreamError
-from dsh_circuit_breaker.transcripts.model import Call
+from dsh_circuit_breaker.transcripts.model import RecordedCall
 from dsh_circuit_breaker.transcripts.sources import open_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -338,13 +338,13 @@ def test_times_from_iso_and_epoch() -> None:
 
 def test_pending_releases_calls_in_order_once_resolved() -> None:
     pending = Pending(limit=3)
-    a, b = Call("x", "t", {}, call_id="a"), Call("x", "t", {}, call_id="b")
+    a, b = RecordedCall("x", "t", {}, call_id="a"), RecordedCall("x", "t", {}, call_id="b")
     assert list(pending.add(a)) == []
     assert list(pending.add(b)) == []
     assert list(pending.resolve("b", True)) == []  # a is still open, order is kept
     assert list(pending.resolve("a", False)) == [a, b]
     assert (a.failed, b.failed) == (False, True)
-    never = [Call("x", "t", {}, call_id=f"n{i}") for i in range(5)]
+    never = [RecordedCall("x", "t", {}, call_id=f"n{i}") for i in range(5)]
     released = [c for n in never for c in pending.add(n)]
     assert released == never[:2]  # the limit bounds what waits
     assert list(pending.drain()) == never[2:]

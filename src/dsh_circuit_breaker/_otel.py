@@ -24,14 +24,14 @@ from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExp
 from opentelemetry.sdk.resources import Resource
 
 from ._log import warn
-from ._version import __version__
-from .telemetry import COMPONENT, EVENT, MAX_EXPORT_SECONDS
+from ._version import COMPONENT, __version__
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .breaker import Decision
 
 SCOPE = "dsh_circuit_breaker"
+EVENT = "gen_ai.guardrail.result"  # the event a refusal exports (telemetry.attributes)
 # The HTTP guard's histogram buckets (guard/metrics.py), so both views bucket alike.
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
@@ -52,14 +52,14 @@ def events(seconds: float) -> Events:
         return _events
 
 
-def meters() -> Meters:
+def meters(seconds: float) -> Meters:
     """This process's decision metrics. The metrics SDK is imported here, not with the
     module: a command hook's refusal exports an event only, and imports less."""
     global _meters
     with _lock:
         if _meters is None:
             _quiet_exporters()
-            _meters = Meters(_metric_exporter())
+            _meters = Meters(_metric_exporter(seconds))
         return _meters
 
 
@@ -172,7 +172,7 @@ class _LogExporter(OTLPLogExporter):
         return result
 
 
-def _metric_exporter() -> Any:
+def _metric_exporter(seconds: float) -> Any:
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.sdk.metrics.export import MetricExportResult, MetricsData
 
@@ -190,7 +190,7 @@ def _metric_exporter() -> Any:
                 _warn_once("metrics", text)
             return result
 
-    return MetricExporter(timeout=MAX_EXPORT_SECONDS)
+    return MetricExporter(timeout=seconds)
 
 
 def _resource() -> Resource:

@@ -37,7 +37,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "choose limits from your own transcripts",
     ),
     "hook": ("dsh_circuit_breaker.hook", "the command hook a harness runs before each tool call"),
-    "mcp": ("dsh_circuit_breaker.guard.mcp", "the breaker in front of an MCP server (a relay)"),
+    "mcp": (
+        "dsh_circuit_breaker.guard.mcp_command",
+        "the breaker in front of an MCP server (a relay)",
+    ),
     "status": ("dsh_circuit_breaker.commands.status", "agents in the state store, and limits"),
     "reset": (
         "dsh_circuit_breaker.commands.reset",

@@ -33,7 +33,17 @@ from .paths import user_config_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Protocol
+
+    class Spellings(Protocol):
+        """What a harness adds to SPEC's defaults (every module of `harnesses` has it:
+        `harnesses/_contract.py`'s `Harness` extends this)."""
+
+        @property
+        def EXEMPT(self) -> tuple[str, ...]: ...  # its spellings of SPEC's exempt tools
+        @property
+        def ANNOTATION_ARGS(self) -> tuple[str, ...]: ...  # arguments it rewrites per call
+
 
 ENV_CONFIG = "DSH_CIRCUIT_BREAKER_CONFIG"
 ENV_STATE = "DSH_CIRCUIT_BREAKER_STATE"
@@ -96,7 +106,9 @@ def load_over(path: str | None, bases: list[Config | None]) -> list[Loaded]:
     return loaded
 
 
-def hook_config(config_path: str | None = None, harness: Any = None) -> tuple[Config, str | None]:
+def hook_config(
+    config_path: str | None = None, harness: Spellings | None = None
+) -> tuple[Config, str | None]:
     """The configuration of a process that runs for a harness (the command hook, and the
     commands around it), and the state URL its config file names (if any).
 
@@ -109,21 +121,21 @@ def hook_config(config_path: str | None = None, harness: Any = None) -> tuple[Co
     return loaded.config, loaded.state
 
 
-def hook_defaults(harness: Any = None) -> Config:
+def hook_defaults(harness: Spellings | None = None) -> Config:
     """What `hook_config` loads the file over: the harness's defaults, the incident log on."""
     from .paths import default_incident_log
 
     return harness_defaults(harness).replace(incident_log=default_incident_log())
 
 
-def harness_defaults(harness: Any = None) -> Config:
+def harness_defaults(harness: Spellings | None = None) -> Config:
     """SPEC's defaults plus a harness's own exempt spellings and annotation arguments
     (`harness`: a module of `harnesses`, or None for SPEC's defaults alone)."""
     from .config import DEFAULT_EXEMPT, DEFAULT_IGNORE_ARGS
 
     return Config(
-        exempt=DEFAULT_EXEMPT + getattr(harness, "EXEMPT", ()),
-        ignore_args=DEFAULT_IGNORE_ARGS + getattr(harness, "ANNOTATION_ARGS", ()),
+        exempt=DEFAULT_EXEMPT + (() if harness is None else harness.EXEMPT),
+        ignore_args=DEFAULT_IGNORE_ARGS + (() if harness is None else harness.ANNOTATION_ARGS),
     )
 
 
@@ -265,7 +277,7 @@ def _yaml() -> Any:
         ) from None
 
 
-def check_hook(harness: Any, config_path: str | None, state: str | None) -> Config:
+def check_hook(harness: Spellings, config_path: str | None, state: str | None) -> Config:
     """Load the config and open the state store a hook will use, as it will: a typo in
     either would otherwise be installed, and every tool call after would fail open with a
     warning on a stderr nobody reads. ConfigError (or StoreUnavailable) says what is

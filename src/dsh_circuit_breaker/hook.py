@@ -23,16 +23,14 @@ from __future__ import annotations
 import os
 import sys
 
-from .harnesses import DEFAULT, Malformed, hook_module
-from .invocation import UsageError, parse_hook
-from .judge import MAX_EVENT_BYTES, event_of, judge
+from .harnesses import hook_module
+from .invocation import DEFAULT_HARNESS, UsageError, parse_hook
+from .judge import MAX_EVENT_BYTES, Malformed, event_of, judge
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from typing import Any
-
-    from .config import Config
 
 
 def say(message: str) -> None:
@@ -50,53 +48,34 @@ def handle(
     event: dict[str, Any],
     config_path: str | None,
     state: str | None,
-    harness_name: str = DEFAULT,
+    harness_name: str = DEFAULT_HARNESS,
 ) -> str | None:
     """Judge one event; returns what to print on stdout (None: print nothing)."""
     harness = hook_module(harness_name)
     what = harness.parse(event)
     if what is None:
         return None
-    from .config_file import hook_config, state_url
+    from .assembly import Assembly
 
-    config, file_state = hook_config(config_path, harness)
+    assembly = Assembly.of(harness_name, harness, config_path, state)
 
     def open_breaker() -> Any:
-        if config.incident_log:
-            _ensure_parent(config.incident_log)
-        return _breaker(config, state_url(state, file_state), harness_name)
+        if assembly.url is not None and assembly.url.startswith("memory:"):
+            raise Malformed(
+                f"state {assembly.url}: each hook is a new process, nothing would be counted"
+            )
+        _close_opened()  # one open at a time, however often `handle` is called in-process
+        # No metrics: one call's worth, from a process about to exit.
+        breaker = assembly.breaker(metrics=False)
+        _opened.append(breaker)
+        return breaker
 
-    return judge(harness, what, config, open_breaker)[0]
-
-
-def _ensure_parent(path: str) -> None:
-    # The default incident log sits in the state directory, which a non-default state
-    # URL never creates; a denial must still reach the log.
-    directory = os.path.dirname(os.path.expanduser(path))
-    if directory and not os.path.isdir(directory):
-        from .files import private_directory
-
-        try:
-            private_directory(directory)  # 0700, its missing parents too, whatever the umask
-        except OSError as exc:  # the append reports it too; the decision stands
-            say(f"cannot create {directory}: {exc}")
+    return judge(harness, what, assembly.config, open_breaker)[0]
 
 
 # Breakers opened while handling the event; `main` closes them, unless the process is
 # about to end anyway (see `main`).
 _opened: list[Any] = []
-
-
-def _breaker(config: Config, url: str, harness: str) -> Any:
-    if url.startswith("memory:"):
-        raise Malformed(f"state {url}: each hook is a new process, nothing would be counted")
-    from .breaker import CircuitBreaker
-
-    _close_opened()  # one open at a time, however often `handle` is called in-process
-    # No metrics: one call's worth, from a process about to exit.
-    breaker = CircuitBreaker(config, state=url, harness=harness, metrics=False)
-    _opened.append(breaker)
-    return breaker
 
 
 def _close_opened() -> None:
@@ -175,7 +154,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--harness",
         choices=[*HARNESSES, *FRAMEWORK_HOOKS],
-        default=DEFAULT,
+        default=DEFAULT_HARNESS,
         help="the harness (or framework) running it",
     )
     parser.add_argument("--config", metavar="FILE", help="config file (TOML, JSON or YAML)")

@@ -37,8 +37,6 @@ if TYPE_CHECKING:
         def decided(self, harness: str, decision: Decision, started: float) -> None: ...
 
 
-EVENT = "gen_ai.guardrail.result"
-COMPONENT = "dsh-circuit-breaker"
 # The config key behind each kind of refusal: the rule an operator would change.
 RULES = {
     "duplicate": "duplicateLimit",
@@ -110,6 +108,7 @@ def attributes(
 ) -> dict[str, str | int]:
     """The event's attributes: who, which tool, which rule, how far. Nothing of the call's
     arguments or results."""
+    from ._version import COMPONENT
     from .identity import agent_id
 
     kind = decision.kind or ""
@@ -148,7 +147,7 @@ def meters() -> Meters | None:
     if sdk is None:
         return None
     try:
-        found: Meters = sdk.meters()
+        found: Meters = sdk.meters(MAX_EXPORT_SECONDS)
         return found
     except Exception:
         from ._log import warn

@@ -1,8 +1,9 @@
 """The real command-hook harness CLIs (Claude Code, Codex, Gemini CLI, Qwen Code, Factory
-droid, GitHub Copilot CLI; pinned in tests/e2e/package.json; Kimi CLI and Mistral Vibe, from
-PyPI, pinned in tests/e2e/python/ and installed by scripts/setup into a venv of their own) run
-headless in a scratch HOME with the hook that the installed wheel's `dsh-circuit-breaker install
-NAME` wrote (support/installed.py), against a scripted fake model on 127.0.0.1 (support/fake_*.py).
+droid, GitHub Copilot CLI; pinned in tests/e2e/package.json; Kimi CLI, Mistral Vibe and Hermes
+Agent, from PyPI, pinned in tests/e2e/python/ and installed by scripts/setup into a venv of
+their own) run headless in a scratch HOME with the hook that the installed wheel's
+`dsh-circuit-breaker install NAME` wrote (support/installed.py), against a scripted fake model
+on 127.0.0.1 (support/fake_*.py).
 
 One `Harness` subclass per harness says only what differs: how to run its CLI offline
 against the fake, which fake API it speaks, where its settings go, how it writes a shell
@@ -26,6 +27,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +83,7 @@ class Harness:
     refusal_prefix: ClassVar[str] = ""
     # True: a refused call's result is that prefix and the breaker's text, nothing more.
     whole_refusal: ClassVar[bool] = False
+    last_stderr = ""  # the last run's stderr, for a failing check to show (the hook warns there)
     # True: the API has an error flag on a tool result, and a refusal sets it.
     flags_errors: ClassVar[bool] = False
     # Environment variable prefixes of the user's own session, kept out of the run.
@@ -226,6 +229,7 @@ class Harness:
         )
         assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
         assert model.errors == []
+        self.last_stderr = done.stderr
         return self.read(done, model)
 
 
@@ -1153,9 +1157,126 @@ class MistralVibe(Harness):
 
 
 # name -> description: a command-hook harness is one class and one line here.
+# -- Hermes Agent --------------------------------------------------------------------------
+
+# What a user has in $HERMES_HOME/config.yaml before installing (their model, hooks accepted
+# without a prompt, their own hook), which install keeps; each run points base_url at its fake.
+# Offline: the context length given (else Hermes asks openrouter.ai), tirith off (else it
+# fetches its scanner from github.com), no runtime installs (else, at every start, its
+# text-to-speech check runs `pip install edge-tts`, which is not among hermes-agent's
+# dependencies: six tries at pypi.org), and the update check answered from its cache
+# ($HERMES_HOME/.update_check, else it asks pypi.org). No skill review after ten tool
+# calls (it would ask the model once more, unscripted).
+HERMES_CONFIG = """model:
+  provider: custom
+  base_url: http://127.0.0.1:9/v1
+  api_key: sk-fake-key-for-tests
+  default: fake-model
+  context_length: 128000
+security:
+  tirith_enabled: false
+  allow_lazy_installs: false
+skills:
+  creation_nudge_interval: 0
+hooks_auto_accept: true
+hooks:
+  on_session_end:
+  - command: /bin/true
+"""
+HERMES_VERSION = "0.19.0"  # tests/e2e/python/hermes.txt
+HERMES_BASE_URL = re.compile(r"http://127\.0\.0\.1:\d+/v1")
+
+
+class Hermes(Harness):
+    """`hermes chat -q PROMPT -Q --yolo --accept-hooks` on a `custom` provider (Chat
+    Completions), HTTPS_PROXY/HTTP_PROXY at a loopback listener that fails the run if
+    anything tries to reach another host."""
+
+    name = "hermes"
+    executable = "hermes"
+    fake = FakeOpenAI
+    shell_tool = "terminal"
+    refusal_prefix = '{"error": "'  # Hermes gives the model the block reason as a JSON error
+    env_prefixes = ("OPENAI_", "HERMES_", *PROXY_VARS, *(v.lower() for v in PROXY_VARS))
+    not_in: ClassVar[dict[str, str]] = {
+        "subagent": "delegate_task from the top-level agent runs its child in the background "
+        "(background: false too): the parent goes on at once and `hermes chat -q` ends with "
+        "it, cutting the child off after a few calls, so the scenario's waiting parent cannot "
+        "be scripted; the child runs under a session id of its own, keyed apart",
+    }
+
+    @classmethod
+    def cli_dir(cls) -> Path:
+        return AGENT_VENVS / f"agent-{cls.name}" / "bin"
+
+    def setup(self) -> None:
+        hermes_home = self.home / ".hermes"
+        hermes_home.mkdir()
+        self.env.update(HERMES_HOME=str(hermes_home))
+        self.settings = hermes_home / "config.yaml"
+        self.settings.write_text(HERMES_CONFIG)
+        checked = {"ts": time.time(), "rev": None, "ver": HERMES_VERSION, "behind": 0}
+        (hermes_home / ".update_check").write_text(json.dumps(checked))
+        assert f"installed in {self.settings}" in self.install().stdout
+        self.check_hook_command(self.settings)
+        assert "on_session_end:\n  - command: /bin/true" in self.settings.read_text()
+
+    def run(self, model: Any, prompt: str, *more: str) -> Outcome:
+        text = self.settings.read_text()
+        self.settings.write_text(HERMES_BASE_URL.sub(model.url, text, count=1))
+        self.trap = Trap()
+        try:
+            outcome = super().run(model, prompt, *more)
+        finally:
+            self.trap.close()
+        assert self.trap.hits == [], f"a request tried to leave loopback: {self.trap.hits}"
+        return outcome
+
+    def run_env(self, model: Any) -> dict[str, str]:
+        return dict(
+            self.env,
+            HTTPS_PROXY=self.trap.url,
+            HTTP_PROXY=self.trap.url,
+            NO_PROXY="127.0.0.1",
+        )
+
+    def shell(self, command: str, label: str) -> Block:
+        return tool_call(self.shell_tool, {"command": command})  # terminal takes no label
+
+    def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
+        return [str(self.cli), "chat", "-q", prompt, "-Q", "--yolo", "--accept-hooks", *more]
+
+    def read(self, done: subprocess.CompletedProcess[str], model: Any) -> Outcome:
+        assert "/v1/chat/completions" in model.paths, model.paths
+        # -Q: the final text on stdout (after its own warnings), the session on stderr.
+        found = re.search(r"^session_id: (\S+)\s*$", done.stderr, re.MULTILINE)
+        assert found is not None, done.stdout[-3000:] + done.stderr[-3000:]
+        said = [
+            line.strip()
+            for line in done.stdout.splitlines()
+            if line.strip() and not line.lstrip().startswith("\u26a0")
+        ]
+        final = said[-1] if said else None
+        return Outcome(done.stdout, done.stderr, {}, [], found.group(1), final)
+
+    def read_call(self, path: Path) -> Block:
+        return tool_call("read_file", {"path": str(path)})
+
+    def edit_call(self, path: Path, old: str, new: str) -> Block:
+        edit = {"mode": "replace", "path": str(path), "old_string": old, "new_string": new}
+        return tool_call("patch", edit)
+
+    def resume(self, outcome: Outcome) -> list[str]:
+        assert outcome.session is not None
+        return ["--resume", outcome.session]
+
+
+# name -> description: a command-hook harness is one class and one line here.
+
+
 HARNESSES: dict[str, type[Harness]] = {
     h.name: h
-    for h in (ClaudeCode, Codex, Copilot, Droid, GeminiCli, KimiCli, MistralVibe, QwenCode)
+    for h in (ClaudeCode, Codex, Copilot, Droid, GeminiCli, Hermes, KimiCli, MistralVibe, QwenCode)
 }
 
 

@@ -1,4 +1,4 @@
-"""DeepSeek Harness (DSH) integration: a native plugin (plugin.mjs, shipped as package data)
+"""DeepSeek Harness (DSH) integration: a native plugin (js/dsh.mjs, shipped as package data)
 that asks a long-lived guard process (`dsh-circuit-breaker serve --stdio`) before every
 tool call; the patch row that inserts it (for `install dsh`, harnesses/dsh.py, and for the
 npm package, package.py); a supervision skill (SKILL.md)."""
@@ -15,7 +15,7 @@ NPM_NAME = "dsh-circuit-breaker"  # the npm package `dsh-package` writes for `ds
 
 def plugin_path() -> Path:
     """Absolute path of the plugin file DSH imports."""
-    return HERE / "plugin.mjs"
+    return HERE.parent / "js" / "dsh.mjs"  # beside the guard client it imports
 
 
 def skill_path() -> Path:

@@ -8,25 +8,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..breaker import CircuitBreaker
+from ..assembly import Assembly
 from ..config import Config, ConfigError
-from ..config_file import hook_config, hook_defaults, load_over, state_url
-from ..harnesses import HARNESSES, Malformed, load, target_module, targets
+from ..config_file import hook_defaults, load_over, state_url
+from ..harnesses import HARNESSES, load, target_module, targets
+from ..judge import Malformed
 from ..stores import store_from_url
 from ..stores.base import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..harnesses import CommandHook
+    from ..harnesses._contract import SomeCommandHook
 
 
-def harness_config(name: object, config_file: str | None) -> tuple[Config, str | None]:
-    """The config harness `name` (any registered harness) has in its command hook, from
-    `config_file` (None: the hook's default file), and the state URL the file names;
-    `ConfigError` for an unknown name or a bad file."""
+def harness_assembly(name: object, config_file: str | None, state: str | None) -> Assembly:
+    """Harness `name` (any registered harness) as its command hook loads it, from
+    `config_file` (None: the hook's default file) and `state`; `ConfigError` for an
+    unknown name or a bad file."""
     if not isinstance(name, str) or name not in targets():
         raise ConfigError(f"unknown harness {name!r}; known: {', '.join(targets())}")
-    return hook_config(config_file, target_module(name))
+    return Assembly.of(name, target_module(name), config_file, state)
 
 
 class Harness:
@@ -34,11 +35,11 @@ class Harness:
 
     __slots__ = ("breaker", "config", "module", "name")
 
-    def __init__(self, name: str, module: CommandHook, config: Config, store: Store) -> None:
+    def __init__(self, name: str, module: SomeCommandHook, config: Config, store: Store) -> None:
         self.name = name
         self.module = module
         self.config = config
-        self.breaker = CircuitBreaker(config, state=store, harness=name)
+        self.breaker = Assembly(name, config, None).breaker(store)
 
 
 class Harnesses:

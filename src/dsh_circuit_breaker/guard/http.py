@@ -56,7 +56,7 @@ from .._log import warn
 from .._version import __version__
 from ..address import PROBE, is_loopback
 from ..harnesses import HARNESSES
-from ..judge import MAX_EVENT_BYTES
+from ..judge import BIG_EVENT_BYTES, MAX_EVENT_BYTES
 from ..stores import StoreUnavailable
 from ..token import proof
 from .metrics import CONTENT_TYPE
@@ -72,6 +72,9 @@ WRITE_SECONDS = 10.0  # to take an answer
 MAX_CONNECTIONS = 8192
 MAX_UNAUTHENTICATED = 2048
 WORKERS = 8
+# Big bodies judged at once: each holds its bytes and up to a few tens of MB while it is
+# read (bounded.py); the rest wait on the loop, not on a worker a small call needs.
+BIG_AT_ONCE = 2
 MAX_STREAMS = 1024  # relayed streams open at once (threads waiting on their upstream)
 BACKLOG = 1024
 RESERVED_DESCRIPTORS = 64  # for what is not a client: the store's files, logs, pipes
@@ -197,6 +200,7 @@ class GuardHTTPServer:
         self._workers = Workers(WORKERS, "guard")
         self._own = ThreadPoolExecutor(self.routes.threads or 1, thread_name_prefix="request")
         self._busy = 0  # requests on `_own` threads (counted on the loop's thread)
+        self._big = asyncio.Semaphore(BIG_AT_ONCE)
         self._streams = ThreadPoolExecutor(MAX_STREAMS, thread_name_prefix="stream")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -310,6 +314,12 @@ class GuardHTTPServer:
         return request.keep_alive and not answer.close
 
     async def _answer(self, request: Request) -> Response:
+        if len(request.body) > BIG_EVENT_BYTES:
+            async with self._big:
+                return await self._answer_now(request)
+        return await self._answer_now(request)
+
+    async def _answer_now(self, request: Request) -> Response:
         routes = self.routes
         if not routes.threads:
             return await self._workers.submit(routes.respond, request)

@@ -11,7 +11,8 @@ digest is kept, docs/results.md). A `tools/call` the
 breaker refuses never reaches the server; the client gets a normal result instead,
 `isError: true` with the breaker's text, in the negotiated version's shape (`refusal`).
 
-The Python API, for the other transports (`mcp_http`) and for `install mcp`/`doctor mcp`:
+Its command line is `mcp_command.py`. The Python API, for the other transports (`mcp_http`)
+and for `install mcp`/`doctor mcp`:
 
     guard = McpGuard(config_path, state, server="filesystem")  # as a command hook loads them
     result = guard.judge(agent, "read_file", {"path": "a"}, version)  # refusal dict or None
@@ -47,7 +48,7 @@ import subprocess
 import sys
 import threading
 from collections import OrderedDict
-from typing import Any, NoReturn
+from typing import Any
 
 from ..lenient import id_text, read
 
@@ -70,7 +71,7 @@ CHUNK = 64 * 1024
 EXIT_SECONDS = 5.0  # for the server's last output once it exited, and to die on SIGTERM
 
 
-def say(message: str) -> None:
+def relay_say(message: str) -> None:
     """One line on stderr (the client's log of the server), never a traceback."""
     prefix = "dsh-circuit-breaker: mcp: "
     # The breaker's warnings, and the HTTP server's it shares with `serve`, carry their own.
@@ -101,19 +102,15 @@ class McpGuard:
     def __init__(
         self, config_path: str | None = None, state: str | None = None, server: str | None = None
     ) -> None:
-        from ..breaker import CircuitBreaker
-        from ..config_file import hook_config, state_url
+        from ..assembly import Assembly
         from ..harnesses import mcp as harness
-        from ..hook import _ensure_parent
 
-        config, file_state = hook_config(config_path, harness)
-        self.config = config
-        self.url = state_url(state, file_state)
+        assembly = Assembly.of(harness.NAME, harness, config_path, state)
+        self.config = assembly.config
+        self.url = assembly.url
         self.server = server
         self._harness = harness
-        if config.incident_log:
-            _ensure_parent(config.incident_log)
-        self._breaker = CircuitBreaker(config, state=self.url, harness=harness.NAME)
+        self._breaker = assembly.breaker()
 
     def breaker(self) -> Any:
         return self._breaker
@@ -129,8 +126,7 @@ class McpGuard:
         """The refusal (a `CallToolResult` in `version`'s shape) for one `tools/call` of
         `tool` (the server's name for it) by `agent`, or None to pass the call on;
         `call_id`, the request's JSON-RPC id, only labels exported telemetry."""
-        from ..harnesses import Call
-        from ..judge import judge
+        from ..judge import Call, judge
 
         name = f"{self.server}/{tool}" if self.server else tool
         call = Call(agent, name, {} if arguments is None else arguments, call_id)
@@ -379,7 +375,9 @@ def pump(source: Lines, target: Writer, on_line: Any, what: str) -> bool:
             if not holding:
                 target.lock.acquire()
                 holding = True
-                say(f"a line from {what} is longer than {source.limit} bytes: passed on unjudged")
+                relay_say(
+                    f"a line from {what} is longer than {source.limit} bytes: passed on unjudged"
+                )
             target.write_held(data)
             if data.endswith(b"\n"):
                 target.lock.release()
@@ -438,7 +436,7 @@ class StdioRelay:
         try:
             answer = self.session.from_client(parsed(line, "the client"))
         except Exception as exc:  # our own bug: the call goes through
-            say(f"{type(exc).__name__}: {exc}; message passed on unjudged")
+            relay_say(f"{type(exc).__name__}: {exc}; message passed on unjudged")
             return line
         if answer is None:
             return line
@@ -451,7 +449,7 @@ class StdioRelay:
             try:
                 self.session.from_server(parsed(line))
             except Exception as exc:
-                say(f"{type(exc).__name__}: {exc}; message passed on")
+                relay_say(f"{type(exc).__name__}: {exc}; message passed on")
         return line
 
     def _forward_signals(self) -> None:
@@ -476,92 +474,12 @@ def parsed(data: bytes | None, sender: str | None = None) -> Any:
     except (ValueError, RecursionError):
         return None
     if notes and sender:
-        say(f"a message from {sender} judged as read: {'; '.join(notes)}")
+        relay_say(f"a message from {sender} judged as read: {'; '.join(notes)}")
     return message
 
 
-# -- as `dsh-circuit-breaker mcp` (see cli.COMMANDS) --------------------------------------
-USAGE = (
-    "dsh-circuit-breaker mcp [--config FILE] [--state URL] [--name SERVER] [--agent-id ID] "
-    "-- COMMAND [ARGS...]  |  --http [HOST:]PORT --upstream URL [--upstream-timeout SECONDS]"
-)
-
-
-def add_arguments(parser: Any) -> None:
-    import argparse
-
-    parser.usage = USAGE
-
-    def error(message: str) -> NoReturn:  # one line, as every other failure of the relay
-        say(f"{message}; usage: {USAGE}")
-        sys.exit(2)
-
-    parser.error = error
-    parser.add_argument("--config", metavar="FILE", help="config file (as the hook reads it)")
-    parser.add_argument("--state", metavar="URL", help="state URL (default: sqlite:// file)")
-    parser.add_argument(
-        "--name", metavar="SERVER", help="prefix the server's tool names: SERVER/tool"
-    )
-    parser.add_argument(
-        "--agent-id", metavar="ID", help="the agent's key when the client sends no conversation id"
-    )
-    http = parser.add_argument_group("Streamable HTTP (--http)")
-    http.add_argument("--http", metavar="[HOST:]PORT", help="listen on HTTP (loopback by default)")
-    http.add_argument("--upstream", metavar="URL", help="the MCP server's URL (with --http)")
-    http.add_argument(
-        "--upstream-timeout",
-        metavar="SECONDS",
-        help="give up on a server that sends nothing for this long (default: 300)",
-    )
-    http.add_argument(
-        "--token",
-        metavar="TOKEN",
-        help="the token every request must carry (default: as `serve --http`'s)",
-    )
-    http.add_argument(
-        "--allow-remote", action="store_true", help="allow a non-loopback address (needs TLS)"
-    )
-    http.add_argument("--tls-cert", metavar="FILE", help="TLS certificate chain (PEM)")
-    http.add_argument("--tls-key", metavar="FILE", help="TLS private key (PEM)")
-    parser.add_argument(
-        "command", nargs=argparse.REMAINDER, metavar="COMMAND", help="the MCP server to run"
-    )
-
-
-def run(args: Any) -> int:
-    from .. import _log
-    from ..config import ConfigError
-
-    _log.sink = say
-    command = list(args.command)
-    if command[:1] == ["--"]:
-        command = command[1:]
-    if args.http:
-        if command:
-            return _usage("--http relays to --upstream URL; it takes no COMMAND")
-        from .mcp_http import serve
-
-        return serve(args)
-    if args.upstream:
-        return _usage("--upstream needs --http [HOST:]PORT")
-    if not command:
-        return _usage("no server command given (after --)")
-    try:
-        guard = McpGuard(args.config, args.state, _server_name(args.name))
-    except (ConfigError, ValueError) as exc:
-        say(str(exc))
-        return 2
-    relay = StdioRelay(guard, command, args.agent_id)
-    try:
-        return relay.run()
-    except OSError as exc:  # the command cannot be started
-        say(f"cannot start {command[0]!r}: {exc.strerror or exc}")
-        return 127 if isinstance(exc, FileNotFoundError) else 126
-    finally:
-        guard.close()
-
-
-def _server_name(name: str | None) -> str | None:
+def server_name(name: str | None) -> str | None:
+    """`--name SERVER` checked, for either transport: it becomes the `SERVER/` prefix."""
     from ..config import ConfigError
 
     if name is None:
@@ -569,8 +487,3 @@ def _server_name(name: str | None) -> str | None:
     if not name or "/" in name or not name.isprintable():
         raise ConfigError(f"--name {name!r}: a server name is printable and has no '/'")
     return name
-
-
-def _usage(message: str) -> int:
-    say(f"{message}; usage: {USAGE}")
-    return 2

@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 
 from ..lenient import elements
 from .http import GuardHTTPServer, Response, _bearer, refused_json
-from .mcp import MAX_JUDGED_LINE, META_VERSION, Connection, McpGuard, Session, parsed, say
+from .mcp import MAX_JUDGED_LINE, META_VERSION, Connection, McpGuard, Session, parsed, relay_say
 from .metrics import Metrics
 from .wire import SECURITY_HEADERS, Refused, Request
 
@@ -164,7 +164,7 @@ class HttpRelay:
             while len(self._sessions) >= SESSIONS:
                 oldest = next(iter(self._sessions))
                 if now - self._sessions[oldest][1] < self._idle:
-                    say(f"{SESSIONS} active sessions: a new one is keyed as client {key}")
+                    relay_say(f"{SESSIONS} active sessions: a new one is keyed as client {key}")
                     return
                 del self._sessions[oldest]
             self._sessions[key] = (connection, now)
@@ -221,16 +221,16 @@ class McpRoutes:
             return self._relayed(request, message, session)
         except TimeoutError:
             seconds = self.relay.timeout
-            say(f"{request.method}: no answer from the server within {seconds:g} s; gave up")
+            relay_say(f"{request.method}: no answer from the server within {seconds:g} s; gave up")
             error = {"error": f"the MCP server did not answer within {seconds:g} s"}
             return Response(504, json.dumps(error).encode(), "application/json", close=True)
         except OSError as exc:
-            say(f"{request.method}: the server cannot be reached: {exc}")
+            relay_say(f"{request.method}: the server cannot be reached: {exc}")
             return Response(
                 502, b'{"error":"the MCP server cannot be reached"}', "application/json"
             )
         except Exception as exc:  # our own bug: say so, and stay up
-            say(f"{request.method}: {type(exc).__name__}: {exc}")
+            relay_say(f"{request.method}: {type(exc).__name__}: {exc}")
             data = json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode()
             return Response(502, data, "application/json", close=True)
 
@@ -238,7 +238,7 @@ class McpRoutes:
         try:
             return self.relay.judge(message, headers)
         except Exception as exc:  # fail open
-            say(f"{type(exc).__name__}: {exc}; message passed on unjudged")
+            relay_say(f"{type(exc).__name__}: {exc}; message passed on unjudged")
             return None, None
 
     def _batch(self, request: Request, messages: list[Any]) -> Response:
@@ -248,7 +248,9 @@ class McpRoutes:
         and the two answers become one (the refusals first)."""
         raws = elements(request.body)
         if len(raws) != len(messages):  # our bug: the batch goes on whole, unjudged
-            say(f"a batch of {len(messages)} not split ({len(raws)} found); passed on unjudged")
+            relay_say(
+                f"a batch of {len(messages)} not split ({len(raws)} found); passed on unjudged"
+            )
             return self._relayed(request, messages, None)
         refusals: list[bytes] = []
         kept: list[bytes] = []
@@ -260,7 +262,7 @@ class McpRoutes:
                 refusals.append(answer.rstrip(b"\n"))
         if not refusals:
             return self._relayed(request, messages, None)
-        say(f"a batch of {len(messages)}: {len(refusals)} refused, {len(kept)} passed on")
+        relay_say(f"a batch of {len(messages)}: {len(refusals)} refused, {len(kept)} passed on")
         if not kept:
             return Response(200, b"[" + b",".join(refusals) + b"]", "application/json")
         rest = self._relayed(request, messages, None, b"[" + b",".join(kept) + b"]")
@@ -380,7 +382,7 @@ def _shown(session: Session, data: bytes) -> None:
     try:
         session.from_server(parsed(data))
     except Exception as exc:  # fail open: the answer goes on unread
-        say(f"{type(exc).__name__}: {exc}; a result not observed")
+        relay_say(f"{type(exc).__name__}: {exc}; a result not observed")
 
 
 def _seconds(text: str | None) -> float:
@@ -403,21 +405,21 @@ def serve(args: Any) -> int:
     from .. import token as tokens
     from ..config import ConfigError
     from .cli import listening
-    from .mcp import _server_name
+    from .mcp import server_name
 
     if not args.upstream:
-        say("--http needs --upstream URL (the MCP server's)")
+        relay_say("--http needs --upstream URL (the MCP server's)")
         return 2
     try:
         host, port, tls, loopback = listening(args)
         token = tokens.resolve(args.token)
-        guard = McpGuard(args.config, args.state, _server_name(args.name))
+        guard = McpGuard(args.config, args.state, server_name(args.name))
         relay = HttpRelay(guard, args.upstream, args.agent_id, _seconds(args.upstream_timeout))
         server = GuardHTTPServer(
             (host, port), cast(Any, relay), token, tls=tls, check_host=loopback, routes=McpRoutes
         )
     except (ConfigError, ValueError, OSError, ssl.SSLError) as exc:
-        say(str(exc))
+        relay_say(str(exc))
         return 2
     print(f"dsh-circuit-breaker mcp: relaying {server.origin} to {args.upstream}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())

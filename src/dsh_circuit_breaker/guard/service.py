@@ -32,9 +32,9 @@ from .._log import warn
 from ..agents import describe, forget
 from ..breaker import Decision
 from ..config import Config
-from ..harnesses import HARNESSES, Call, Malformed, Prompt
+from ..harnesses import HARNESSES
 from ..incidents import record_of
-from ..judge import event_of, judge
+from ..judge import Call, Malformed, Prompt, event_of, judge
 from ..state import AgentState
 from ..stores import StoreUnavailable
 from ..stores.base import Store

@@ -1,7 +1,7 @@
 """`dsh-circuit-breaker serve --stdio`: the guard over stdio, which every JavaScript plugin
-(js/guard.mjs, the DSH plugin.mjs) starts and talks to.
+(js/guard.mjs, under js/dsh.mjs and the other plugins) starts and talks to.
 
-One long-lived process holds one CircuitBreaker; the plugin (the DSH plugin.mjs, or any
+One long-lived process holds one CircuitBreaker; the plugin (the DSH js/dsh.mjs, or any
 other host) writes one JSON object per line on stdin and reads one per line on stdout.
 
 Requests (`id` is echoed back in the reply; any JSON value):
@@ -56,11 +56,10 @@ from typing import Any, BinaryIO
 from .. import usage
 from .._log import warn
 from .._version import __version__
-from ..breaker import CircuitBreaker
+from ..assembly import Assembly
 from ..config import Config, ConfigError
-from ..config_file import state_url
 from ..stores import StoreUnavailable
-from .core import harness_config
+from .core import harness_assembly
 
 Reply = dict[str, Any]
 
@@ -79,7 +78,7 @@ class GuardServer:
     """Turns request objects into reply objects; the I/O loop is `serve`."""
 
     def __init__(self, config: Config | None = None, state: str | None = None) -> None:
-        self.breaker = CircuitBreaker(config or Config(), state, harness="stdio")
+        self.breaker = Assembly("stdio", config or Config(), state).breaker()
         self._state = state  # a hello without its own state URL keeps this one
         self._unnamed: dict[str, _Unnamed] = {}
         self._warned = False
@@ -165,7 +164,7 @@ class GuardServer:
             config, state = self._config(request, raw, state)
             harness = request.get("harness")
             label = harness if isinstance(harness, str) and harness else "stdio"
-            breaker = CircuitBreaker(config, state or None, harness=label)
+            breaker = Assembly(label, config, state or None).breaker()
         except Exception as exc:  # a state URL that can never work is as fatal as a bad key
             return {"ok": False, "error": str(exc) or type(exc).__name__}
         reply: Reply = {"ok": True, "version": __version__, "config": config.to_mapping()}
@@ -188,8 +187,8 @@ class GuardServer:
         path = request.get("configFile")
         if path is not None and not isinstance(path, str):
             raise ConfigError(f"configFile must be a path, got {type(path).__name__}")
-        base, file_state = harness_config(harness, path)
-        return Config.from_mapping(raw, base=base), state_url(state, file_state)
+        found = harness_assembly(harness, path, state)
+        return Config.from_mapping(raw, base=found.config), found.url
 
     def _result(self, request: dict[str, Any]) -> Reply | None:
         tool = request.get("tool")

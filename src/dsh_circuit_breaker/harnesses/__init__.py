@@ -5,151 +5,81 @@ imports the module named by `--harness` on every tool call, so a module imports 
 what `parse` and `answer` need at its top, and its install and doctor helpers inside
 the functions that use them.
 
-A command-hook harness module has:
-
-- `NAME`, `LABEL`: the name used by `install NAME` and `hook --harness NAME`, and the
-  harness's name for people.
-- `EXEMPT`: its spellings of the tools the breaker ignores (added to SPEC's defaults);
-  `ANNOTATION_ARGS`: argument names its model rewrites on every call (added to
-  `ignoreArgs`).
-- `parse(event) -> Call | Prompt | Outcome | None`: what one hook event means (None: an
-  event the breaker has no business with); raises `Malformed` for an event it cannot
-  judge.
-- `answer(decision) -> str | None`: what the hook prints for a decision, in the harness's
-  own shape (None: print nothing).
-- `probe_events(session) -> list`: events in its shape that a working hook allows
-  silently (doctor runs them through the installed command).
-- where its settings go (`SCOPES`, `settings_path`, ...): install, uninstall and doctor
-  are `_command_hook`'s; optionally `POST_EVENTS`, its post-tool events (parsed to
-  `Outcome`), which install adds only where the config observes results.
-
-A framework hook module (`FRAMEWORK_HOOKS`: a command hook that a Python framework's
-program configures itself, so nothing is installed and there is no CLI) has `NAME`,
-`LABEL`, `EXEMPT`, `ANNOTATION_ARGS`, `parse` and `answer` alone.
-
-A plugin harness module has `EXEMPT` and `add_arguments(parser, action)`, `install(args)`,
-`uninstall(args)`, `doctor(args)`, lent by its `_plugin.PluginHarness`.
-
-The two Protocols below say so, and mypy holds every module in the registry to them.
+Each kind of harness module is a Protocol of `_contract` (a command hook run from its
+settings file, a framework's command hook, a plugin, the MCP relay): every member is
+written there once, with its type. A module states every member of its kind, borrowing
+from `_defaults` by assignment what it has nothing of its own for, and the registry below
+returns each module as its kind's Protocol, so mypy checks every member of every module.
 """
 
 from __future__ import annotations
 
+from ..judge import Malformed
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import Callable
-    from pathlib import Path
-    from typing import Any, Protocol
 
-    from ..breaker import Decision
-
-    class CommandHook(Protocol):
-        """A command-hook harness module (install, uninstall, doctor: `_command_hook`,
-        which also reads the optional members its docstring names)."""
-
-        @property
-        def NAME(self) -> str: ...
-        @property
-        def LABEL(self) -> str: ...
-        @property
-        def CLI(self) -> str: ...
-        @property
-        def CLI_PACKAGE(self) -> str: ...
-        @property
-        def EXEMPT(self) -> tuple[str, ...]: ...
-        @property
-        def ANNOTATION_ARGS(self) -> tuple[str, ...]: ...
-        @property
-        def SCOPES(self) -> tuple[str, ...]: ...
-        @property
-        def FILE_OPTION(self) -> str: ...
-        @property
-        def SETTINGS_EVENTS(self) -> tuple[str, ...]: ...
-
-        def parse(self, event: dict[str, Any], /) -> Call | Prompt | Outcome | None: ...
-        def answer(self, decision: Decision, /) -> str | None: ...
-        def probe_events(self, session: str, /) -> list[dict[str, Any]]: ...
-        def settings_path(self, scope: str, project: str | None = None, /) -> Path: ...
-
-    class FrameworkHook(Protocol):
-        """A command hook run by a framework's own hook config (no install, no doctor)."""
-
-        @property
-        def NAME(self) -> str: ...
-        @property
-        def LABEL(self) -> str: ...
-        @property
-        def EXEMPT(self) -> tuple[str, ...]: ...
-        @property
-        def ANNOTATION_ARGS(self) -> tuple[str, ...]: ...
-
-        def parse(self, event: dict[str, Any], /) -> Call | Prompt | Outcome | None: ...
-        def answer(self, decision: Decision, /) -> str | None: ...
-
-    class Plugin(Protocol):
-        """A plugin harness module: a `_plugin.PluginHarness` and the entry points it lends."""
-
-        @property
-        def EXEMPT(self) -> tuple[str, ...]: ...
-
-        def add_arguments(self, parser: argparse.ArgumentParser, action: str, /) -> None: ...
-        def install(self, args: argparse.Namespace, /) -> int: ...
-        def uninstall(self, args: argparse.Namespace, /) -> int: ...
-        def doctor(self, args: argparse.Namespace, /) -> int: ...
+    from ._contract import Harness, Hook, JsonHook, Plugin, Relay, SomeCommandHook, TomlHook
 
 
 # name -> its module, imported when asked for (the hook imports only its own harness).
-# mypy checks each module against its kind's Protocol here.
-def _claude_code() -> CommandHook:
+# mypy checks each module against its kind's Protocol (and its settings' shape) here.
+def _claude_code() -> JsonHook:
     from . import claude_code
 
     return claude_code
 
 
-def _codex() -> CommandHook:
+def _codex() -> JsonHook:
     from . import codex
 
     return codex
 
 
-def _gemini_cli() -> CommandHook:
+def _gemini_cli() -> JsonHook:
     from . import gemini_cli
 
     return gemini_cli
 
 
-def _qwen_code() -> CommandHook:
+def _qwen_code() -> JsonHook:
     from . import qwen_code
 
     return qwen_code
 
 
-def _droid() -> CommandHook:
+def _droid() -> JsonHook:
     from . import droid
 
     return droid
 
 
-def _copilot() -> CommandHook:
+def _copilot() -> JsonHook:
     from . import copilot
 
     return copilot
 
 
-def _kimi_cli() -> CommandHook:
+def _hermes() -> JsonHook:  # its YAML file, read as the mapping it holds
+    from . import hermes
+
+    return hermes
+
+
+def _kimi_cli() -> TomlHook:
     from . import kimi_cli
 
     return kimi_cli
 
 
-def _mistral_vibe() -> CommandHook:
+def _mistral_vibe() -> TomlHook:
     from . import mistral_vibe
 
     return mistral_vibe
 
 
-def _openhands() -> FrameworkHook:
+def _openhands() -> Hook:
     from . import openhands
 
     return openhands
@@ -191,13 +121,13 @@ def _openclaw() -> Plugin:
     return openclaw
 
 
-def _mcp() -> Plugin:
+def _mcp() -> Relay:
     from . import mcp
 
     return mcp
 
 
-HARNESSES: dict[str, Callable[[], CommandHook]] = {
+HARNESSES: dict[str, Callable[[], SomeCommandHook]] = {
     "claude-code": _claude_code,
     "codex": _codex,
     "gemini-cli": _gemini_cli,
@@ -206,9 +136,10 @@ HARNESSES: dict[str, Callable[[], CommandHook]] = {
     "copilot": _copilot,
     "kimi-cli": _kimi_cli,
     "mistral-vibe": _mistral_vibe,
+    "hermes": _hermes,
 }
 # Command hooks that a framework's program puts in its own hook config: `hook --harness`.
-FRAMEWORK_HOOKS: dict[str, Callable[[], FrameworkHook]] = {"openhands": _openhands}
+FRAMEWORK_HOOKS: dict[str, Callable[[], Hook]] = {"openhands": _openhands}
 # Plugin harnesses: install / uninstall / doctor only (no command hook).
 PLUGIN_HARNESSES: dict[str, Callable[[], Plugin]] = {
     "dsh": _dsh,
@@ -220,62 +151,9 @@ PLUGIN_HARNESSES: dict[str, Callable[[], Plugin]] = {
     # MCP clients: the relay wrapped around each server of a client's config (install mcp).
     "mcp": _mcp,
 }
-DEFAULT = "claude-code"  # `hook` without --harness: what every install before it wrote
 
 
-class Malformed(ValueError):
-    """An event the hook cannot judge: allowed, with one line on stderr."""
-
-
-class Call:
-    """A tool call to judge: `agent` (the store key), `tool`, `arguments`, and `call_id`,
-    the harness's id for the call where it gives one (it only labels exported telemetry)."""
-
-    __slots__ = ("agent", "arguments", "call_id", "tool")
-
-    def __init__(self, agent: str, tool: str, arguments: Any, call_id: str | None = None) -> None:
-        self.agent = agent
-        self.tool = tool
-        self.arguments = arguments
-        self.call_id = call_id
-
-
-class Outcome:
-    """What an allowed call returned, from the harness's post-tool event: `agent` (the key
-    its pre-tool event had), `tool`, `arguments` (as the call had them), `result` (the
-    part of the event that says what the model got back; only its digest is kept)."""
-
-    __slots__ = ("agent", "arguments", "result", "tool")
-
-    def __init__(self, agent: str, tool: str, arguments: Any, result: Any) -> None:
-        self.agent = agent
-        self.tool = tool
-        self.arguments = arguments
-        self.result = result
-
-
-class Prompt:
-    """A new user prompt: `agent` (the main agent) starts afresh with resetOnUserPrompt."""
-
-    __slots__ = ("agent",)
-
-    def __init__(self, agent: str) -> None:
-        self.agent = agent
-
-
-def subagent_key(parent: str, sub: str) -> str:
-    """`parent/sub`, each part with `%` and `/` escaped: session `a/b` must not be taken
-    for subagent `b` of session `a` (ids without either, UUIDs, stay as they are)."""
-    return f"{escaped_id(parent)}/{escaped_id(sub)}"
-
-
-def escaped_id(part: str) -> str:
-    if "/" not in part and "%" not in part:
-        return part
-    return part.replace("%", "%25").replace("/", "%2F")
-
-
-def load(name: str) -> CommandHook:
+def load(name: str) -> SomeCommandHook:
     """The module of a command-hook harness; `Malformed` for an unknown name."""
     found = HARNESSES.get(name)
     if found is None:
@@ -283,7 +161,7 @@ def load(name: str) -> CommandHook:
     return found()
 
 
-def hook_module(name: str) -> CommandHook | FrameworkHook:
+def hook_module(name: str) -> Hook:
     """The module whose events `hook --harness NAME` reads: a harness's or a framework's."""
     found = FRAMEWORK_HOOKS.get(name)
     if found is not None:
@@ -294,7 +172,7 @@ def hook_module(name: str) -> CommandHook | FrameworkHook:
     return load(name)
 
 
-def target_module(name: str) -> CommandHook | Plugin:
+def target_module(name: str) -> Harness:
     """The module behind `install|uninstall|doctor NAME`, command hook or plugin."""
     return (PLUGIN_HARNESSES[name] if name in PLUGIN_HARNESSES else HARNESSES[name])()
 
@@ -306,6 +184,4 @@ def targets() -> list[str]:
 
 def target_label(name: str) -> str:
     """TARGET `name` as people write it (`Claude Code`, `Cline`, `pi`)."""
-    module = target_module(name)
-    plugin = getattr(module, "HARNESS", None)  # a plugin harness module's PluginHarness
-    return str(getattr(module, "LABEL", None) or getattr(plugin, "label", name))
+    return target_module(name).LABEL

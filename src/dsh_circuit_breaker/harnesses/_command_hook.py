@@ -1,20 +1,7 @@
 """install / uninstall / doctor for a harness that runs our command hook from a settings
-file (JSON, or the module's own format), written once for every such harness module.
-
-The module supplies `NAME`, `LABEL`, `SCOPES` (the first is the default),
-`settings_path(scope, project)`, `FILE_OPTION` (e.g. `--settings`, to name any file),
-`SETTINGS_EVENTS` (the events our hook goes into), `CLI` and `CLI_PACKAGE` (its
-executable and npm package, for doctor), `probe_events(session)`, and optionally
-`POST_EVENTS` (its post-tool events: our hook goes into them too, but only while the
-config the hook reads observes results, so that a user without them pays no second
-process per call), `NOTE`
-(printed after install and by doctor) and `conflicts(path) -> list[str]` (why a hook in
-that settings file would not run, e.g. another file overriding it: install refuses, doctor
-reports), `CLI_INSTALL` (the command that installs its CLI, for a CLI not from npm). A
-module with another settings shape overrides `read_settings`, `our_commands`, `with_ours`,
-`without_ours` or `write_settings` by defining them; one whose settings file is ours alone (a
-file of our own in a hooks directory) names in `EMPTY_FILE` what is left of it without our
-hook, and uninstall then deletes the file.
+file (JSON, or the module's own format), written once for every such harness module: the
+members it reads are `_contract.CommandHook`'s (a module borrows from `_defaults` what it
+has nothing of its own for).
 """
 
 from __future__ import annotations
@@ -28,8 +15,12 @@ from ..invocation import hook_command, options_of
 from ..usage import FAILED, directory, error
 from . import _doctor, _http_hook, _settings
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._contract import SomeCommandHook
 
-def add_arguments(harness: Any, parser: argparse.ArgumentParser, action: str) -> None:
+
+def add_arguments(harness: SomeCommandHook, parser: argparse.ArgumentParser, action: str) -> None:
     if action != "doctor":
         parser.add_argument(
             "--scope",
@@ -79,43 +70,26 @@ def add_arguments(harness: Any, parser: argparse.ArgumentParser, action: str) ->
         )
 
 
-def _ops(harness: Any, name: str) -> Any:
-    """The harness's own settings operation if it defines one, else the shared one."""
-    own = getattr(harness, name, None)
-    if own is not None:
-        return own
-    if name == "read_settings":
-        return lambda path: _settings.read_settings(path, harness.SETTINGS_EVENTS)
-    if name == "with_ours":
-        return _settings.with_ours
-    return getattr(_settings, name)
-
-
-def _http_ours(harness: Any, settings: Any) -> dict[str, list[dict[str, Any]]]:
+def _http_ours(harness: SomeCommandHook, settings: Any) -> dict[str, list[dict[str, Any]]]:
     """Our HTTP hooks in `settings`, where the harness takes them (another settings shape
     has none)."""
     return _http_hook.ours(settings) if _http_hook.supports(harness) else {}
 
 
-def _conflicts(harness: Any, path: Path) -> list[str]:
-    conflicts = getattr(harness, "conflicts", None)
-    return list(conflicts(path)) if conflicts is not None else []
-
-
-def _chosen(harness: Any, args: argparse.Namespace) -> Path:
+def _chosen(harness: SomeCommandHook, args: argparse.Namespace) -> Path:
     if args.file:
         return Path(args.file).expanduser().absolute()
     path: Path = harness.settings_path(args.scope, args.project)
     return path
 
 
-def install(harness: Any, args: argparse.Namespace) -> int:
+def install(harness: SomeCommandHook, args: argparse.Namespace) -> int:
     path = _chosen(harness, args)
     try:
-        settings = _ops(harness, "read_settings")(path)
+        settings = harness.read_settings(path, harness.SETTINGS_EVENTS)
     except _settings.SettingsError as exc:
         return error(exc, exc.code)
-    blocked = _conflicts(harness, path)
+    blocked = harness.conflicts(path)
     if blocked:
         for reason in blocked:
             error(f"{reason}; not changing {path}", FAILED)
@@ -124,24 +98,24 @@ def install(harness: Any, args: argparse.Namespace) -> int:
     if getattr(args, "http", None):
         return _http_hook.install(harness, args, path, settings, post)
     command = hook_command(args.config, args.state, harness.NAME)
-    wanted = _ops(harness, "with_ours")(settings, command, (*harness.SETTINGS_EVENTS, *post))
+    wanted = harness.with_ours(settings, command, (*harness.SETTINGS_EVENTS, *post))
     results = f"\n  results: {', '.join(post)} (resultProgress / sameResultLimit)" if post else ""
     if wanted == settings:
         print(f"{harness.LABEL}: already installed in {path}\n  hook command: {command}{results}")
         return 0
-    saved = _ops(harness, "write_settings")(path, wanted, backup=not args.no_backup)
+    saved = harness.write_settings(path, wanted, backup=not args.no_backup)
     note = _settings.backup_note(saved, not args.no_backup)
     print(f"{harness.LABEL}: installed in {path}{note}\n  hook command: {command}{results}")
-    if getattr(harness, "NOTE", None):
+    if harness.NOTE:
         print(harness.NOTE)
     return 0
 
 
-def post_events(harness: Any, config_path: str | None) -> tuple[str, ...]:
+def post_events(harness: SomeCommandHook, config_path: str | None) -> tuple[str, ...]:
     """The harness's post-tool events, if the config the hook will read observes results
     (else none: the hook would start only to record nothing). `install` checked that
     config already (commands/install.py), so it loads."""
-    events: tuple[str, ...] = getattr(harness, "POST_EVENTS", ())
+    events = harness.POST_EVENTS
     if not events:
         return ()
     from ..config_file import hook_config
@@ -149,36 +123,35 @@ def post_events(harness: Any, config_path: str | None) -> tuple[str, ...]:
     return events if hook_config(config_path, harness)[0].observes_results else ()
 
 
-def uninstall(harness: Any, args: argparse.Namespace) -> int:
+def uninstall(harness: SomeCommandHook, args: argparse.Namespace) -> int:
     path = _chosen(harness, args)
     try:
-        settings = _ops(harness, "read_settings")(path)
+        settings = harness.read_settings(path, harness.SETTINGS_EVENTS)
     except _settings.SettingsError as exc:
         return error(exc, exc.code)
-    if not _ops(harness, "our_commands")(settings) and not _http_ours(harness, settings):
+    if not harness.our_commands(settings) and not _http_ours(harness, settings):
         print(f"{harness.LABEL}: not installed in {path}; nothing changed")
         return 0
-    cleaned = _ops(harness, "without_ours")(settings)
+    cleaned = harness.without_ours(settings)
     backup = not args.no_backup
-    if cleaned == {}:  # it held nothing but us (install made it): nothing to back up
+    if cleaned is None:  # it held nothing but us (install made it): nothing to back up
         _settings.remove_file(path, backup=False)
         note = " (no backup: it held only our entries)"
     else:
-        if cleaned == getattr(harness, "EMPTY_FILE", None):  # a file of our own, now empty
+        if cleaned == harness.EMPTY_FILE:  # a file of our own, now empty
             saved = _settings.remove_file(path, backup=backup)
         else:
-            saved = _ops(harness, "write_settings")(path, cleaned, backup=backup)
+            saved = harness.write_settings(path, cleaned, backup=backup)
         note = _settings.backup_note(saved, backup)
     print(f"{harness.LABEL}: removed from {path}{note}")
     return 0
 
 
-def doctor(harness: Any, args: argparse.Namespace) -> int:
+def doctor(harness: SomeCommandHook, args: argparse.Namespace) -> int:
     """Where the hook is, that the harness's CLI is there, that the installed command
     answers the harness's probe events, that its config is valid and its store writable."""
     report = _doctor.Report()
-    install = getattr(harness, "CLI_INSTALL", None)
-    _doctor.doctor_cli(report, harness.LABEL, harness.CLI, harness.CLI_PACKAGE, install)
+    _doctor.doctor_cli(report, harness.LABEL, harness.CLI, harness.CLI_PACKAGE, harness.CLI_INSTALL)
     if args.file:
         files = [(harness.FILE_OPTION, _chosen(harness, args))]
     else:
@@ -187,7 +160,7 @@ def doctor(harness: Any, args: argparse.Namespace) -> int:
     session = f"dsh-circuit-breaker-doctor-{uuid.uuid4().hex[:12]}"
     for command in commands:
         _doctor.doctor_command(report, command, harness.probe_events(session))
-    if commands and getattr(harness, "NOTE", None):
+    if commands and harness.NOTE:
         report.note(harness.NOTE)
     # The hook's command says what it runs with, else the guard's start command.
     config, state = options_of([*commands, *http][0]) if commands or http else (None, None)
@@ -198,10 +171,13 @@ def doctor(harness: Any, args: argparse.Namespace) -> int:
 
 
 def _doctor_results(
-    harness: Any, report: _doctor.Report, files: list[tuple[str, Path]], config_path: str | None
+    harness: SomeCommandHook,
+    report: _doctor.Report,
+    files: list[tuple[str, Path]],
+    config_path: str | None,
 ) -> None:
     """Whether the post-tool hook is there exactly when the config observes results."""
-    events: tuple[str, ...] = getattr(harness, "POST_EVENTS", ())
+    events = harness.POST_EVENTS
     if not events:
         return
     from ..config import ConfigError
@@ -214,10 +190,10 @@ def _doctor_results(
     found: set[str] = set()
     for _, path in dict.fromkeys(files):
         try:
-            settings = _ops(harness, "read_settings")(path)
+            settings = harness.read_settings(path, harness.SETTINGS_EVENTS)
         except _settings.SettingsError:
             continue  # reported with the commands
-        found.update(_ops(harness, "our_commands")(settings), _http_ours(harness, settings))
+        found.update(harness.our_commands(settings), _http_ours(harness, settings))
     missing = [e for e in events if e not in found]
     fix = f"run `dsh-circuit-breaker install {harness.NAME}` again"
     if config.observes_results:
@@ -237,7 +213,7 @@ def _doctor_results(
 
 
 def _installed(
-    harness: Any, report: _doctor.Report, files: list[tuple[str, Path]]
+    harness: SomeCommandHook, report: _doctor.Report, files: list[tuple[str, Path]]
 ) -> tuple[list[str], list[str]]:
     """Our hook commands found, and the start commands of our HTTP installs (whose hooks
     `_http_hook.doctor` checks); reports a harness with neither."""
@@ -246,7 +222,7 @@ def _installed(
     if _http_hook.supports(harness):
         for _, path in dict.fromkeys(files):
             try:
-                settings = _ops(harness, "read_settings")(path)
+                settings = harness.read_settings(path, harness.SETTINGS_EVENTS)
             except _settings.SettingsError:
                 continue  # reported with the commands
             if _http_hook.doctor(harness, report, path, settings):
@@ -261,7 +237,7 @@ def _installed(
 
 
 def _installed_commands(
-    harness: Any, report: _doctor.Report, files: list[tuple[str, Path]]
+    harness: SomeCommandHook, report: _doctor.Report, files: list[tuple[str, Path]]
 ) -> list[str]:
     """Check where our hook is installed; returns the distinct commands found."""
     hint = f"dsh-circuit-breaker install {harness.NAME}"
@@ -272,7 +248,7 @@ def _installed_commands(
             continue
         seen.add(path)
         try:
-            found = _ops(harness, "our_commands")(_ops(harness, "read_settings")(path))
+            found = harness.our_commands(harness.read_settings(path, harness.SETTINGS_EVENTS))
         except _settings.SettingsError as exc:
             report.problem(str(exc), f"fix the file by hand, then run `{hint}`")
             continue
@@ -285,7 +261,7 @@ def _installed_commands(
             + (f"the hook is missing for {', '.join(missing)}" if missing else "hook installed"),
             f"run `{hint}`",
         )
-        for reason in _conflicts(harness, path):
+        for reason in harness.conflicts(path):
             report.problem(reason)
         for event_commands in found.values():
             commands += [c for c in event_commands if c not in commands]

@@ -13,6 +13,10 @@ from typing import Any
 
 from ._settings import HOOK_TIMEOUT
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._contract import Harness
+
 
 class Report:
     """Collects doctor's findings: each check says ok or exactly what is wrong."""
@@ -104,7 +108,7 @@ def doctor_command(report: Report, command: str, events: list[dict[str, Any]]) -
 
 
 def doctor_config_and_state(
-    report: Report, config_path: str | None, state: str | None, harness: Any = None
+    report: Report, config_path: str | None, state: str | None, harness: Harness | None = None
 ) -> None:
     """The config the hook would load is valid, and its state store takes a write."""
     from ..config import ConfigError

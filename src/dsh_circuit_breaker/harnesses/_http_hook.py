@@ -1,9 +1,9 @@
 """`install NAME --http [HOST:]PORT`: the harness posts its hook events to the resident
 guard (`serve --http`) instead of starting our command hook for every tool call.
 
-A harness module opts in with `HTTP_EVENTS` (the events posted) and `START_EVENT` (the
-event, once per session, that runs `serve --http ADDRESS --ensure`, which starts the
-guard unless it answers). The entries are Claude Code's shape (2.1.332):
+A harness module opts in with `HTTP_EVENTS` (the events posted; `_defaults` has none) and
+`START_EVENT` (the event, once per session, that runs `serve --http ADDRESS --ensure`,
+which starts the guard unless it answers). The entries are Claude Code's shape (2.1.332):
 
     {"env": {"DSH_CIRCUIT_BREAKER_TOKEN": "..."},
      "hooks": {"SessionStart": [{"hooks": [{"type": "command",
@@ -38,9 +38,13 @@ from ..config_file import ENV_TOKEN
 from ..invocation import ensure_command
 from . import _doctor, _settings
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._contract import SomeCommandHook
 
-def supports(harness: Any) -> bool:
-    return hasattr(harness, "HTTP_EVENTS")
+
+def supports(harness: SomeCommandHook) -> bool:
+    return bool(harness.HTTP_EVENTS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +70,7 @@ def http_handler(url: str) -> dict[str, Any]:
 
 
 def with_ours(
-    harness: Any,
+    harness: SomeCommandHook,
     settings: dict[str, Any],
     address: str,
     command: str,
@@ -103,7 +107,7 @@ def ours(settings: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def install(
-    harness: Any,
+    harness: SomeCommandHook,
     args: argparse.Namespace,
     path: Path,
     settings: dict[str, Any],
@@ -143,7 +147,9 @@ def install(
     return 0
 
 
-def doctor(harness: Any, report: _doctor.Report, path: Path, settings: dict[str, Any]) -> bool:
+def doctor(
+    harness: SomeCommandHook, report: _doctor.Report, path: Path, settings: dict[str, Any]
+) -> bool:
     """Check our HTTP hooks in one settings file, if there are any (False: none): every
     event has one, the start command is there, and the guard answers the probe events."""
     found = ours(settings)
@@ -180,7 +186,9 @@ def doctor(harness: Any, report: _doctor.Report, path: Path, settings: dict[str,
     return True
 
 
-def _probe(report: _doctor.Report, harness: Any, url: str, token: str, start: str | None) -> None:
+def _probe(
+    report: _doctor.Report, harness: SomeCommandHook, url: str, token: str, start: str | None
+) -> None:
     import uuid
 
     from .. import listener
@@ -224,7 +232,7 @@ def _probe(report: _doctor.Report, harness: Any, url: str, token: str, start: st
         report.ok(f"the guard answers at {url} ({name} in {elapsed:.1f} ms)")
 
 
-def _start_hint(harness: Any, address: str, start: str | None) -> str:
+def _start_hint(harness: SomeCommandHook, address: str, start: str | None) -> str:
     """How to start the guard the hooks ask: at their address, with the config and state
     the installed start command names."""
     import shlex

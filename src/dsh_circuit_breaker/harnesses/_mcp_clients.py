@@ -25,12 +25,15 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..invocation import HOOK_PROGRAM, OLD_HOOK_PROGRAM, entry_point
 from ..usage import FAILED, USAGE, error
 from . import _jsonc
 from ._settings import SettingsError, Unreadable, backup_note, restored_text, write_text
+
+if TYPE_CHECKING:
+    from ._contract import Harness
 
 RELAY_VERB = "mcp"
 STATE_FILE = "mcp-installs.json"  # in the state directory: entries installed without `args`
@@ -318,11 +321,11 @@ def _save_record(path: Path, names: set[str]) -> None:
 # -- install / uninstall -------------------------------------------------------------------
 
 
-def check_relay_options(config: str | None, state: str | None) -> list[str]:
-    """The relay's --config/--state, refused now if the relay would refuse them later."""
+def check_relay_options(config: str | None, state: str | None, harness: Harness) -> list[str]:
+    """The relay's --config/--state, refused now if the relay would refuse them later
+    (`harness`: the `mcp` module, whose spellings the relay loads the config with)."""
     from ..config_file import hook_config, state_url
     from ..stores import StoreUnavailable, store_from_url
-    from . import mcp as harness
 
     loaded, file_state = hook_config(config, harness)  # ConfigError for a bad file
     try:
@@ -337,12 +340,12 @@ def check_relay_options(config: str | None, state: str | None) -> list[str]:
     return options
 
 
-def install(args: argparse.Namespace) -> int:
+def install(args: argparse.Namespace, harness: Harness) -> int:
     from ..config import ConfigError
 
     try:
         label, path, key = target(args)
-        options = check_relay_options(args.config, args.state)
+        options = check_relay_options(args.config, args.state, harness)
         text, servers = read(path, key)
         changes: dict[str, Any] = {}
         no_args = set(_record().get(str(path), []))
@@ -408,10 +411,9 @@ def uninstall(args: argparse.Namespace) -> int:
 DOCTOR_TIMEOUT = 60.0  # seconds for one server to start and list its tools (npx may fetch)
 
 
-def doctor(args: argparse.Namespace) -> int:
+def doctor(args: argparse.Namespace, harness: Harness) -> int:
     """Each wrapped server starts through the relay and lists its tools; the config and
-    state the relay runs with are valid."""
-    from . import mcp as harness
+    state the relay runs with are valid (`harness`: as `check_relay_options`'s)."""
     from ._doctor import Report, doctor_config_and_state
 
     report = Report()

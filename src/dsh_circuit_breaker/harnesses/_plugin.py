@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import json
 import os
 import shutil
@@ -50,6 +49,7 @@ from ._stub_model import StubModel
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..config import Config
+    from ._contract import Plugin
 
 LOADER = "dsh-circuit-breaker.js"
 HEADER = "// dsh-circuit-breaker: managed by `dsh-circuit-breaker install {name}`"
@@ -87,7 +87,6 @@ class PluginHarness:
     adapter: Path  # the plugin file the harness loads (js/<harness>.mjs)
     executable: str  # its CLI
     package: str  # the npm package that installs the CLI
-    module: str  # its module in harnesses/ (its EXEMPT spellings, for the guard's config)
     # (scope, args) -> the directory our file goes in (where it discovers plugins)
     plugin_dir: Callable[[str, argparse.Namespace], Path]
     boot: BootCheck
@@ -142,6 +141,13 @@ class PluginHarness:
             parser.add_argument(
                 "--no-backup", action="store_true", help="do not back up a file before changing it"
             )
+
+    def module(self) -> Plugin:
+        """Its module in harnesses/, from the registry (its spellings, for the guard's
+        config)."""
+        from . import PLUGIN_HARNESSES
+
+        return PLUGIN_HARNESSES[self.name]()
 
     def entry_points(
         self,
@@ -225,7 +231,7 @@ class PluginHarness:
         from ..config import ConfigError
 
         try:
-            config, _ = guard_config(self.module, self.recorded(args)["configFile"])
+            config, _ = guard_config(self.module(), self.recorded(args)["configFile"])
         except ConfigError as exc:
             raise InstallError(str(exc)) from None
         if config.incident_log:
@@ -295,8 +301,9 @@ class PluginHarness:
         for path, text in found:
             options = parse_loader(text)
             self._doctor_loader(report, path, text, options)
-        module = importlib.import_module(self.module)
-        doctor_config_and_state(report, options.get("configFile"), options.get("state"), module)
+        doctor_config_and_state(
+            report, options.get("configFile"), options.get("state"), self.module()
+        )
         doctor_cli(report, self.label, self.executable, self.package)
         return not report.problems
 
@@ -364,12 +371,12 @@ def _failing(action: Callable[[argparse.Namespace], None], args: argparse.Namesp
 # -- the loader ----------------------------------------------------------------------------
 
 
-def guard_config(module: str, config_file: str | None) -> tuple[Config, str | None]:
+def guard_config(module: Plugin, config_file: str | None) -> tuple[Config, str | None]:
     """The config the guard will load (as that harness's command hook would), and the state
     URL its file names. `ConfigError` for a bad file."""
     from ..config_file import hook_config
 
-    return hook_config(config_file, importlib.import_module(module))
+    return hook_config(config_file, module)
 
 
 def loader_text(name: str, adapter: Path, options: dict[str, Any]) -> str:

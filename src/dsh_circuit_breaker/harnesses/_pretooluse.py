@@ -10,7 +10,7 @@ whose `PreToolUse` cannot end the agent answers with `deny_only` in place of `an
 
 from __future__ import annotations
 
-from . import Call, Malformed, Outcome, Prompt, escaped_id
+from ..judge import Call, Malformed, Outcome, Prompt, escaped_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -105,10 +105,10 @@ def our_commands(file: TomlFile, array: str, event: str) -> dict[str, list[str]]
     return found
 
 
-def without_ours(file: TomlFile, array: str) -> TomlFile | dict[str, Any]:
-    """The file without our tables; `{}` when nothing else was in it (install made it)."""
+def without_ours(file: TomlFile, array: str) -> TomlFile | None:
+    """The file without our tables; None when nothing else was in it (install made it)."""
     cleaned = without(file, array, is_ours)
-    return cleaned if cleaned.text.strip() else {}
+    return cleaned if cleaned.text.strip() else None
 
 
 def without(file: TomlFile, array: str, ours: Callable[[dict[str, Any]], bool]) -> TomlFile:

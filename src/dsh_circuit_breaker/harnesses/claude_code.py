@@ -13,7 +13,7 @@ command hook's JSON in its body and its output back in a 2xx body (2.1.332).
 
 from __future__ import annotations
 
-from . import _pretooluse
+from . import _defaults, _pretooluse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,6 +40,17 @@ POST_EVENTS = _pretooluse.POST_EVENTS
 # a command hook once per session that starts the guard unless it answers.
 HTTP_EVENTS = _pretooluse.EVENTS
 START_EVENT = "SessionStart"
+
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
+CLI_INSTALL = _defaults.CLI_INSTALL
+NOTE = _defaults.NOTE
+EMPTY_FILE = _defaults.EMPTY_FILE
+conflicts = _defaults.conflicts
+read_settings = _defaults.read_settings
+our_commands = _defaults.our_commands
+with_ours = _defaults.with_ours
+without_ours = _defaults.without_ours
+write_settings = _defaults.write_settings
 
 
 def config_dir() -> Path:

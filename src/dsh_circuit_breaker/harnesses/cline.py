@@ -20,6 +20,8 @@ from pathlib import Path
 
 from ._plugin import JS_DIR, Booted, PluginHarness, run_until_ready, which
 
+NAME = "cline"
+LABEL = "Cline"
 EXEMPT = ("ask_question",)  # Cline's spelling of ask_user_question
 ANNOTATION_ARGS: tuple[str, ...] = ()  # run_commands takes only `commands`
 
@@ -81,12 +83,11 @@ def _closed_port() -> int:
 
 
 HARNESS = PluginHarness(
-    name="cline",
-    label="Cline",
+    name=NAME,
+    label=LABEL,
     adapter=JS_DIR / "cline.mjs",
     executable="cline",
     package="cline",
-    module=__name__,
     plugin_dir=plugin_dir,
     boot=boot,
     scopes=("user", "project"),

@@ -10,7 +10,7 @@ command, e.g. by reinstalling with other options, asks again).
 
 from __future__ import annotations
 
-from . import _pretooluse
+from . import _defaults, _pretooluse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,6 +34,18 @@ SETTINGS_EVENTS = _pretooluse.EVENTS
 # With results on: PostToolUse's `tool_response`, the command's output as one string; a
 # command that fails comes through it too (0.171.0 has no failure event).
 POST_EVENTS = ("PostToolUse",)
+
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
+CLI_INSTALL = _defaults.CLI_INSTALL
+HTTP_EVENTS = _defaults.HTTP_EVENTS
+START_EVENT = _defaults.START_EVENT
+EMPTY_FILE = _defaults.EMPTY_FILE
+conflicts = _defaults.conflicts
+read_settings = _defaults.read_settings
+our_commands = _defaults.our_commands
+with_ours = _defaults.with_ours
+without_ours = _defaults.without_ours
+write_settings = _defaults.write_settings
 
 
 def codex_home() -> Path:

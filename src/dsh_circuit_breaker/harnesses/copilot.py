@@ -16,7 +16,8 @@ to tell it from a typed prompt (1.0.102), so it resets the session like one.
 
 from __future__ import annotations
 
-from . import Call, Malformed, Outcome, Prompt, escaped_id, subagent_key
+from ..judge import Call, Malformed, Outcome, Prompt, escaped_id, subagent_key
+from . import _defaults
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,6 +44,13 @@ FILE_NAME = "dsh-circuit-breaker.json"
 VERSION = 1  # the hooks file format Copilot reads
 # The hooks file is ours alone: uninstall deletes it once this is all that is left.
 EMPTY_FILE: dict[str, Any] = {"version": VERSION, "hooks": {}}
+
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
+CLI_INSTALL = _defaults.CLI_INSTALL
+HTTP_EVENTS = _defaults.HTTP_EVENTS
+START_EVENT = _defaults.START_EVENT
+conflicts = _defaults.conflicts
+write_settings = _defaults.write_settings
 
 
 def agent_key(event: dict[str, Any]) -> str:
@@ -81,13 +89,19 @@ def parse(event: dict[str, Any]) -> Call | Prompt | Outcome | None:
 
 
 def _arguments(args: Any) -> Any:
-    """`toolArgs` is an object; a JSON string is read as one, and a string that does not
-    parse is itself the comparable value (SPEC)."""
+    """`toolArgs` is an object; a JSON string is read as one (past 1 MiB, in bounded
+    memory, as a big event is: `bounded`), and a string that does not parse is itself
+    the comparable value (SPEC)."""
     if not isinstance(args, str):
         return args
     from ..cjson import loads
+    from ..judge import BIG_EVENT_BYTES
 
     try:
+        if len(args) > BIG_EVENT_BYTES:
+            from ..bounded import read
+
+            return read(args.encode("utf-8", "surrogatepass"))[0]
         return loads(args)
     except (ValueError, RecursionError):
         return args
@@ -146,8 +160,9 @@ def settings_path(scope: str, project: str | None = None) -> Path:
     return Path(project or os.getcwd()).absolute() / ".github" / "hooks" / FILE_NAME
 
 
-def read_settings(path: Path) -> dict[str, Any]:
-    """`{"version": 1, "hooks": {event: [handler, ...]}}`; `SettingsError` otherwise."""
+def read_settings(path: Path, events: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`{"version": 1, "hooks": {event: [handler, ...]}}`; `SettingsError` otherwise
+    (every event's list is checked, `events`' among them)."""
     from ._settings import SettingsError, read_json
 
     data = read_json(path)

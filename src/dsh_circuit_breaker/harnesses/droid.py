@@ -13,7 +13,7 @@ reports rather than leaving a hook that never runs.
 
 from __future__ import annotations
 
-from . import _pretooluse
+from . import _defaults, _pretooluse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,6 +43,18 @@ SETTINGS_EVENTS = _pretooluse.EVENTS
 # With results on: PostToolUse's `tool_response`, the output as droid hands it to the
 # model (`...[Process exited with code 0]`); droid sends none for a command that failed.
 POST_EVENTS = ("PostToolUse",)
+
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
+CLI_INSTALL = _defaults.CLI_INSTALL
+NOTE = _defaults.NOTE
+HTTP_EVENTS = _defaults.HTTP_EVENTS
+START_EVENT = _defaults.START_EVENT
+EMPTY_FILE = _defaults.EMPTY_FILE
+read_settings = _defaults.read_settings
+our_commands = _defaults.our_commands
+with_ours = _defaults.with_ours
+without_ours = _defaults.without_ours
+write_settings = _defaults.write_settings
 
 
 def probe_events(session: str) -> list[dict[str, Any]]:

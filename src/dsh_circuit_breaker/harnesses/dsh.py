@@ -1,4 +1,4 @@
-"""DeepSeek Harness (DSH): the plugin (`dsh/plugin.mjs`) goes into a DSH profile's patch
+"""DeepSeek Harness (DSH): the plugin (`js/dsh.mjs`) goes into a DSH profile's patch
 layer (`$DSH_HOME/profiles/<name>/cordis.patch.yml`) as one insert row, written between
 two marker comments so that it can be found again without a YAML library (the core stays
 dependency-free) and without touching any other row. A DSH plugin row that fails to
@@ -30,7 +30,10 @@ from ._doctor import Report
 from ._plugin import Booted, InstallError, PluginHarness, stop, wait_for_marker
 from ._settings import write_text
 
+NAME = "dsh"
+LABEL = "DSH"
 EXEMPT: tuple[str, ...] = ()  # the plugin's entry config is the breaker's, SPEC's defaults
+ANNOTATION_ARGS: tuple[str, ...] = ()
 BEGIN = "# >>> dsh-circuit-breaker (managed by `dsh-circuit-breaker install dsh`; do not edit)"
 END = "# <<< dsh-circuit-breaker"
 SIDECAR = "dsh-circuit-breaker.json"  # the plugin reads the interpreter from here too
@@ -429,12 +432,11 @@ class Dsh(PluginHarness):
 
 
 HARNESS = Dsh(
-    name="dsh",
-    label="DSH",
+    name=NAME,
+    label=LABEL,
     adapter=plugin_path(),
     executable="dsh",
     package="deepseek-harness-sdk",
-    module=__name__,
     plugin_dir=lambda scope, args: profile_of(args).dir,
     boot=boot,
     scopes=("profile",),

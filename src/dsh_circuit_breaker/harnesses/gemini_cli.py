@@ -17,7 +17,8 @@ milliseconds.
 
 from __future__ import annotations
 
-from . import Call, Malformed, Outcome, Prompt
+from ..judge import Call, Malformed, Outcome, Prompt
+from . import _defaults
 from ._pretooluse import call_of, session_of
 
 TYPE_CHECKING = False
@@ -53,6 +54,17 @@ POST_EVENTS = ("AfterTool",)
 # How Gemini CLI's own nudges to the model begin (`BeforeAgent` carries them as prompts).
 NUDGE = "[System: "
 HOOK_NAME = "dsh-circuit-breaker"  # what /hooks lists, and `/hooks disable` takes
+
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
+CLI_INSTALL = _defaults.CLI_INSTALL
+HTTP_EVENTS = _defaults.HTTP_EVENTS
+START_EVENT = _defaults.START_EVENT
+EMPTY_FILE = _defaults.EMPTY_FILE
+conflicts = _defaults.conflicts
+read_settings = _defaults.read_settings
+our_commands = _defaults.our_commands
+without_ours = _defaults.without_ours
+write_settings = _defaults.write_settings
 
 
 def parse(event: dict[str, Any]) -> Call | Prompt | Outcome | None:

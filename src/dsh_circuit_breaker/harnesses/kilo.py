@@ -8,17 +8,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ._plugin import headless_run, in_user_dir
+from .opencode import ANNOTATION_ARGS as ANNOTATION_ARGS
 from .opencode import EXEMPT as EXEMPT  # the same tools under the same names
 from .opencode import HARNESS as OPENCODE
 from .opencode import config_dir, headless_for
 
+NAME = "kilo"
+LABEL = "Kilo Code"
+
 HARNESS = replace(
     OPENCODE,
-    name="kilo",
-    label="Kilo Code",
+    name=NAME,
+    label=LABEL,
     executable="kilo",
     package="@kilocode/cli",
-    module=__name__,
     plugin_dir=in_user_dir(lambda: config_dir("kilo") / "plugins"),
     boot=headless_run(headless_for("kilo", "KILO")),
     extra_loads=1,  # `kilo run` sometimes loads its plugins once more as it exits

@@ -15,14 +15,15 @@ arrive after the next call's `PreToolUse`.
 
 from __future__ import annotations
 
-from . import Malformed, Outcome, _pretooluse
+from ..judge import Malformed, Outcome
+from . import _defaults, _pretooluse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from . import Call, Prompt
+    from ..judge import Call, Prompt
     from ._toml import TomlFile
 
 NAME = "kimi-cli"
@@ -62,6 +63,12 @@ EVENTS = frozenset(
 # The prompt Kimi sends a subagent whose answer was too short (subagents/runner.py).
 SUMMARY_CONTINUATION = "Your previous response was too brief. Please provide a more comprehensive"
 
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
+NOTE = _defaults.NOTE
+HTTP_EVENTS = _defaults.HTTP_EVENTS
+START_EVENT = _defaults.START_EVENT
+EMPTY_FILE = _defaults.EMPTY_FILE
+
 
 def parse(event: dict[str, Any]) -> Call | Prompt | Outcome | None:
     name = event.get("hook_event_name")
@@ -95,7 +102,8 @@ def settings_path(scope: str, project: str | None = None) -> Path:
     return share_dir() / "config.toml"
 
 
-def read_settings(path: Path) -> TomlFile:
+def read_settings(path: Path, events: tuple[str, ...] = ()) -> TomlFile:
+    """The file, its hook tables checked (those of `events` among them)."""
     from . import _toml
     from ._settings import SettingsError
 
@@ -125,8 +133,8 @@ def with_ours(
     return _toml.with_tables(settings, "hooks", tables, _toml.is_ours)
 
 
-def without_ours(settings: TomlFile) -> TomlFile | dict[str, Any]:
-    """The file without our tables; `{}` when nothing else was in it (install made it)."""
+def without_ours(settings: TomlFile) -> TomlFile | None:
+    """The file without our tables; None when nothing else was in it (install made it)."""
     from . import _toml
 
     return _toml.without_ours(settings, "hooks")

@@ -15,11 +15,14 @@ the conversation): every call past the stop point stays refused, with the same t
 
 from __future__ import annotations
 
+import sys
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    import argparse
 
     from ..breaker import Decision
+    from ._contract import Harness
 
 NAME = "mcp"
 LABEL = "MCP"
@@ -36,25 +39,33 @@ def answer(decision: Decision) -> str | None:
 # -- install / uninstall / doctor: the relay around each server of a client's config -------
 
 
-def add_arguments(parser: Any, action: str) -> None:
+def add_arguments(parser: argparse.ArgumentParser, action: str) -> None:
     from ._mcp_clients import add_arguments as add
 
     add(parser, action)
 
 
-def install(args: Any) -> int:
+def install(args: argparse.Namespace) -> int:
     from ._mcp_clients import install as run
 
-    return run(args)
+    return run(args, _this())
 
 
-def uninstall(args: Any) -> int:
+def uninstall(args: argparse.Namespace) -> int:
     from ._mcp_clients import uninstall as run
 
     return run(args)
 
 
-def doctor(args: Any) -> int:
+def doctor(args: argparse.Namespace) -> int:
     from ._mcp_clients import doctor as run
 
-    return run(args)
+    return run(args, _this())
+
+
+def _this() -> Harness:
+    """This module, for `_mcp_clients` to load the config as the relay does: it is handed
+    over rather than imported there, so that imports between the two go one way."""
+    from typing import cast
+
+    return cast("Harness", sys.modules[__name__])

@@ -16,7 +16,8 @@ for a tool that ran.
 
 from __future__ import annotations
 
-from . import Call, Malformed, Outcome, escaped_id, subagent_key
+from ..judge import Call, Malformed, Outcome, escaped_id, subagent_key
+from . import _defaults
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..breaker import Decision
-    from . import Prompt
+    from ..judge import Prompt
     from ._toml import TomlFile
 
 NAME = "mistral-vibe"
@@ -42,6 +43,12 @@ FILE_OPTION = "--hooks-file"
 SETTINGS_EVENTS = ("pre_tool",)
 POST_EVENTS = ("post_tool",)
 HOOK_NAME = "dsh-circuit-breaker-"  # + the event: Vibe wants hook names unique
+
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
+NOTE = _defaults.NOTE
+HTTP_EVENTS = _defaults.HTTP_EVENTS
+START_EVENT = _defaults.START_EVENT
+EMPTY_FILE = _defaults.EMPTY_FILE
 
 
 def parse(event: dict[str, Any]) -> Call | Prompt | Outcome | None:
@@ -116,7 +123,8 @@ def settings_path(scope: str, project: str | None = None) -> Path:
     return vibe_home() / "hooks.toml"
 
 
-def read_settings(path: Path) -> TomlFile:
+def read_settings(path: Path, events: tuple[str, ...] = ()) -> TomlFile:
+    """The file, its hook tables checked (those of `events` among them)."""
     from . import _toml
 
     return _toml.read(path, "hooks")
@@ -143,8 +151,8 @@ def with_ours(
     return _toml.with_tables(settings, "hooks", tables, _toml.is_ours)
 
 
-def without_ours(settings: TomlFile) -> TomlFile | dict[str, Any]:
-    """The file without our tables; `{}` when nothing else was in it (install made it)."""
+def without_ours(settings: TomlFile) -> TomlFile | None:
+    """The file without our tables; None when nothing else was in it (install made it)."""
     from . import _toml
 
     return _toml.without_ours(settings, "hooks")

@@ -31,6 +31,8 @@ from ._plugin import JS_DIR, Booted, InstallError, PluginHarness, run_until_read
 from ._settings import MAX_SETTINGS_BYTES, write_text
 from ._stub_model import MODEL, StubModel
 
+NAME = "openclaw"
+LABEL = "OpenClaw"
 EXEMPT = ("ask_user",)  # its ask-the-user tool
 ANNOTATION_ARGS = ("title",)  # exec's label for the call, the model's to rewrite each time
 PLUGIN_ID = "dsh-circuit-breaker"
@@ -239,12 +241,11 @@ def _staged_adapter(path: object) -> bool:
 
 
 HARNESS = OpenClaw(
-    name="openclaw",
-    label="OpenClaw",
+    name=NAME,
+    label=LABEL,
     adapter=JS_DIR / "openclaw.mjs",
     executable="openclaw",
     package="openclaw",
-    module=__name__,
     plugin_dir=lambda scope, args: config_path().parent,
     boot=boot,
     file_name=LOADER,

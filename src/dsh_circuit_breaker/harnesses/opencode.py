@@ -15,7 +15,10 @@ from ._plugin import JS_DIR, Headless, PluginHarness, headless_run, in_user_dir,
 from ._stub_model import MODEL, StubModel
 
 PROVIDER = "dsh-circuit-breaker-doctor"
+NAME = "opencode"
+LABEL = "OpenCode"
 EXEMPT = ("todowrite", "todoread", "question")  # its to-do list and its ask-the-user tool
+ANNOTATION_ARGS: tuple[str, ...] = ()
 
 
 def config_dir(app: str) -> Path:
@@ -51,12 +54,11 @@ def headless_for(executable: str, env_prefix: str) -> Headless:
 
 
 HARNESS = PluginHarness(
-    name="opencode",
-    label="OpenCode",
+    name=NAME,
+    label=LABEL,
     adapter=JS_DIR / "opencode.mjs",
     executable="opencode",
     package="opencode-ai",
-    module=__name__,
     plugin_dir=in_user_dir(lambda: config_dir("opencode") / "plugins"),
     boot=headless_run(headless_for("opencode", "OPENCODE")),
     # A first start installs OpenCode's own plugin types into the config directory (npm).

@@ -17,7 +17,7 @@ output in the hook's `HookExecutionEvent`, pauses the conversation.
 
 from __future__ import annotations
 
-from . import Call, Malformed, Outcome, Prompt
+from ..judge import Call, Malformed, Outcome, Prompt
 from ._pretooluse import session_of
 
 TYPE_CHECKING = False

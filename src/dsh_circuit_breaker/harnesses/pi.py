@@ -13,7 +13,10 @@ from ._plugin import JS_DIR, PluginHarness, headless_run, in_user_dir, which
 from ._stub_model import MODEL, StubModel
 
 PROVIDER = "dsh-circuit-breaker-doctor"
+NAME = "pi"
+LABEL = "pi"
 EXEMPT: tuple[str, ...] = ()  # pi has no to-do list or ask-the-user tool
+ANNOTATION_ARGS: tuple[str, ...] = ()
 
 
 def agent_dir() -> Path:
@@ -43,12 +46,11 @@ def headless(scratch: Path, model: StubModel) -> tuple[list[str], dict[str, str]
 
 
 HARNESS = PluginHarness(
-    name="pi",
-    label="pi",
+    name=NAME,
+    label=LABEL,
     adapter=JS_DIR / "pi.mjs",
     executable="pi",
     package="@mariozechner/pi-coding-agent",
-    module=__name__,
     plugin_dir=in_user_dir(lambda: agent_dir() / "extensions"),
     boot=headless_run(headless),
     start_timeout=60.0,

@@ -12,14 +12,15 @@ included; only a request that starts from what the person submitted carries
 
 from __future__ import annotations
 
-from . import Outcome, Prompt, _pretooluse
+from ..judge import Outcome, Prompt
+from . import _defaults, _pretooluse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from . import Call
+    from ..judge import Call
 
 NAME = "qwen-code"
 LABEL = "Qwen Code"
@@ -38,6 +39,19 @@ SETTINGS_EVENTS = _pretooluse.EVENTS
 # With results on: PostToolUse's `tool_response.llmContent` (what the model is sent;
 # `returnDisplay` is the screen's, with a subagent's timings), PostToolUseFailure's `error`.
 POST_EVENTS = _pretooluse.POST_EVENTS
+
+# `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
+CLI_INSTALL = _defaults.CLI_INSTALL
+NOTE = _defaults.NOTE
+HTTP_EVENTS = _defaults.HTTP_EVENTS
+START_EVENT = _defaults.START_EVENT
+EMPTY_FILE = _defaults.EMPTY_FILE
+conflicts = _defaults.conflicts
+read_settings = _defaults.read_settings
+our_commands = _defaults.our_commands
+with_ours = _defaults.with_ours
+without_ours = _defaults.without_ours
+write_settings = _defaults.write_settings
 
 
 def parse(event: dict[str, Any]) -> Call | Prompt | Outcome | None:

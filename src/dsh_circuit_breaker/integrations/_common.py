@@ -17,7 +17,7 @@ from ..config import Config
 from ..stores import MemoryStore, StoreUnavailable
 
 T = TypeVar("T")
-Call = tuple[Any, str, Any]  # (agent, tool, arguments), as the check was asked
+CheckedCall = tuple[Any, str, Any]  # (agent, tool, arguments), as the check was asked
 # Allowed calls whose result a post-tool hook has not reported yet; past this many, the
 # oldest (a result that never came: a crash, a cancel) is forgotten.
 KEEP_CALLS = 1024
@@ -81,7 +81,7 @@ def _result(result_of: Callable[[T], Any], value: T) -> Any:
 
 def run_observed(
     breaker: CircuitBreaker,
-    call: Call,
+    call: CheckedCall,
     run: Callable[[], T],
     result_of: Callable[[T], Any] = lambda value: value,
 ) -> T:
@@ -103,7 +103,7 @@ def run_observed(
 
 async def arun_observed(
     breaker: CircuitBreaker,
-    call: Call,
+    call: CheckedCall,
     run: Awaitable[T],
     result_of: Callable[[T], Any] = lambda value: value,
 ) -> T:
@@ -130,10 +130,10 @@ class RanCalls:
     def __init__(self, breaker: CircuitBreaker, keep: int = KEEP_CALLS) -> None:
         self.breaker = breaker
         self.keep = keep
-        self._calls: OrderedDict[Hashable, Call] = OrderedDict()
+        self._calls: OrderedDict[Hashable, CheckedCall] = OrderedDict()
         self._lock = threading.Lock()
 
-    def add(self, call_id: Hashable, call: Call, decision: Decision) -> None:
+    def add(self, call_id: Hashable, call: CheckedCall, decision: Decision) -> None:
         """After the check: remember an allowed `call` (agent, tool, arguments)."""
         if not decision.allowed or not self.breaker.config.observes_results:
             return
@@ -154,7 +154,7 @@ class RanCalls:
         if call is not None:
             self.breaker.observe(*call, result)
 
-    def _take(self, call_id: Hashable) -> Call | None:
+    def _take(self, call_id: Hashable) -> CheckedCall | None:
         if not self._calls:  # off, or no allowed call outstanding: no lock
             return None
         with self._lock:

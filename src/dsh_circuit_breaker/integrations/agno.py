@@ -29,7 +29,7 @@ from agno.exceptions import AgentRunException, StopAgentRun
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ._common import (
-    Call,
+    CheckedCall,
     RecentAgents,
     arun_observed,
     error_text,
@@ -112,7 +112,9 @@ class CircuitBreakerToolHook:
             return function_call(**arguments)
         return self._observed((key, function_name, args), function_call, arguments)
 
-    def _observed(self, call: Call, function_call: Callable[..., Any], arguments: Any) -> Any:
+    def _observed(
+        self, call: CheckedCall, function_call: Callable[..., Any], arguments: Any
+    ) -> Any:
         """`function_call`'s result, reported to the breaker once it is final: what the
         rest of the chain returns, awaited in an async run, or a streaming tool's chunks
         joined once they are all out; an error, which Agno makes the result, as its text."""
@@ -131,7 +133,7 @@ class CircuitBreakerToolHook:
         return result
 
 
-def _joined(breaker: CircuitBreaker, call: Call, chunks: Iterator[Any]) -> Iterator[Any]:
+def _joined(breaker: CircuitBreaker, call: CheckedCall, chunks: Iterator[Any]) -> Iterator[Any]:
     seen: list[str] = []
     for chunk in chunks:
         seen.append(str(chunk))
@@ -140,7 +142,7 @@ def _joined(breaker: CircuitBreaker, call: Call, chunks: Iterator[Any]) -> Itera
 
 
 async def _ajoined(
-    breaker: CircuitBreaker, call: Call, chunks: AsyncIterator[Any]
+    breaker: CircuitBreaker, call: CheckedCall, chunks: AsyncIterator[Any]
 ) -> AsyncIterator[Any]:
     seen: list[str] = []
     async for chunk in chunks:

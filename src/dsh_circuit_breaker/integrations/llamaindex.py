@@ -34,7 +34,7 @@ from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ..stop import AgentStopped
 from ._common import (
-    Call,
+    CheckedCall,
     RecentAgents,
     acheck,
     areset,
@@ -88,7 +88,7 @@ class LlamaIndexCircuitBreaker:
 
     async def check(
         self, agent: str, ctx: Any, tool: str, kwargs: dict[str, Any]
-    ) -> tuple[Call, Decision]:
+    ) -> tuple[CheckedCall, Decision]:
         """The decision on one call, with the call as the breaker judged it (agent key,
         tool, arguments): what its result is observed against."""
         key = self.agent_id(agent, ctx)

@@ -38,7 +38,7 @@ from .._log import warn
 from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ._common import (
-    Call,
+    CheckedCall,
     PendingStops,
     make_breaker,
     model_arguments,
@@ -118,7 +118,7 @@ class CircuitBreakerGuard:
             agent.interrupt()  # smolagents ends the run before its next model request
         return refused(decision)
 
-    def _call(self, agent: Any, tool: str, arguments: Any) -> Call | None:
+    def _call(self, agent: Any, tool: str, arguments: Any) -> CheckedCall | None:
         try:
             return getattr(agent, RUN_ATTR), tool, model_arguments(arguments)
         except Exception:

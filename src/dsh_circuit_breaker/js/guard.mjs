@@ -1,7 +1,7 @@
 // dsh-circuit-breaker: the one guard client for every JavaScript plugin harness.
 //
 // Plain ESM, no dependencies, no build step; shipped as package data beside the
-// harness adapters (../dsh/plugin.mjs and the others), which only map their harness's
+// harness adapters (./dsh.mjs and the others), which only map their harness's
 // calls to `Guard.check` and its answer back to their harness's refusal. The rules and
 // their config live in Python: the client starts one guard process
 // (`python -c PROGRAM serve --stdio`) and asks it, over newline-delimited

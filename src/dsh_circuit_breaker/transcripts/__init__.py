@@ -3,15 +3,15 @@ streams of tool calls, for the `analyze`, `replay` and `calibrate` commands."""
 
 from __future__ import annotations
 
-from .model import Call, Problem, Problems, Transcript
+from .model import Problem, Problems, RecordedCall, Transcript
 from .readers import FORMATS, detect, read_transcripts
 from .sources import walk
 
 __all__ = [
     "FORMATS",
-    "Call",
     "Problem",
     "Problems",
+    "RecordedCall",
     "Transcript",
     "detect",
     "read_transcripts",

@@ -18,7 +18,7 @@ from ..breaker import CircuitBreaker, Decision
 from ..config import Config
 from ..keys import call_key
 from ..results import result_digest
-from .model import Call, Transcript
+from .model import RecordedCall, Transcript
 
 TIMELINE_LIMIT = 10_000  # points kept per run for the HTML picture
 
@@ -50,7 +50,7 @@ def describe(tool: str, arguments: Any, key: bytes, show_args: bool) -> str:
     return f"{tool}(<{type(arguments).__name__}>) #{digest}"
 
 
-def stats_key(call: Call, ignore: frozenset[str]) -> bytes:
+def stats_key(call: RecordedCall, ignore: frozenset[str]) -> bytes:
     key = call_key(call.tool, call.arguments, ignore)
     if key is None:  # unserializable arguments: still one call to count, keyed by its text
         text = f"{call.tool}\x00{call.arguments!r}".encode("utf-8", "replace")
@@ -76,7 +76,7 @@ class Denials:
     _last_after_stop: float | None = None
 
     def add(
-        self, number: int, call: Call, decision: Decision, which: str, start: float | None
+        self, number: int, call: RecordedCall, decision: Decision, which: str, start: float | None
     ) -> None:
         self._close(call.time)
         if self.stop is not None:
@@ -150,7 +150,7 @@ class Denials:
 
 
 def _point(
-    number: int, call: Call, decision: Decision, which: str, start: float | None
+    number: int, call: RecordedCall, decision: Decision, which: str, start: float | None
 ) -> dict[str, Any]:
     """Where a report marks a denial: the call, when, and what the breaker said."""
     return {
@@ -191,7 +191,7 @@ class AgentRun:
     _run_moved: bool = False
     _last_result: bytes | None = None
 
-    def add(self, call: Call, key: bytes, decisions: list[Decision]) -> None:
+    def add(self, call: RecordedCall, key: bytes, decisions: list[Decision]) -> None:
         self.calls += 1
         number = self.calls
         if call.failed:
@@ -220,7 +220,7 @@ class AgentRun:
             else:
                 self.timeline_cut = True
 
-    def _follow_result(self, call: Call, same_call: bool) -> None:
+    def _follow_result(self, call: RecordedCall, same_call: bool) -> None:
         # A failed result is left out: in a run the breaker guarded, a refused call's
         # result is the refusal, which is not the tool moving.
         digest = None if call.failed else call.digest
@@ -335,7 +335,7 @@ def runs_of(
             yield run
 
 
-def _observe(breakers: list[CircuitBreaker], decisions: list[Decision], call: Call) -> None:
+def _observe(breakers: list[CircuitBreaker], decisions: list[Decision], call: RecordedCall) -> None:
     """The call's recorded result, for each breaker that would have let it run (one that
     refused it never saw a result)."""
     assert call.digest is not None

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from .model import Call, Problems, Transcript
+from .model import Problems, RecordedCall, Transcript
 from .sources import open_text
 
 
@@ -76,10 +76,12 @@ def messages_of(
         yield message, when
 
 
-def new_call(agent: str, tool: str, arguments: Any, when: float | None, call_id: Any) -> Call:
+def new_call(
+    agent: str, tool: str, arguments: Any, when: float | None, call_id: Any
+) -> RecordedCall:
     """A call as the breaker would have seen it: `arguments` parsed as `parse_arguments`
     does. An id that is not a string cannot be matched to a result, so it is dropped."""
-    return Call(
+    return RecordedCall(
         agent=agent,
         tool=tool,
         arguments=parse_arguments(arguments),
@@ -109,11 +111,11 @@ class Pending:
     more than `limit` are waiting, so memory stays bounded on a broken transcript."""
 
     def __init__(self, limit: int = 1024) -> None:
-        self._queue: deque[Call] = deque()
-        self._open: dict[str, Call] = {}
+        self._queue: deque[RecordedCall] = deque()
+        self._open: dict[str, RecordedCall] = {}
         self._limit = limit
 
-    def add(self, call: Call) -> Iterator[Call]:
+    def add(self, call: RecordedCall) -> Iterator[RecordedCall]:
         if call.call_id is not None and call.call_id not in self._open:
             self._open[call.call_id] = call
         else:
@@ -123,7 +125,7 @@ class Pending:
             yield self._pop()
         yield from self.ready()
 
-    def resolve(self, call_id: Any, failed: bool, result: Any = None) -> Iterator[Call]:
+    def resolve(self, call_id: Any, failed: bool, result: Any = None) -> Iterator[RecordedCall]:
         if isinstance(call_id, str):
             call = self._open.pop(call_id, None)
             if call is not None:
@@ -131,15 +133,15 @@ class Pending:
                 call.result = text_of(result)
         yield from self.ready()
 
-    def ready(self) -> Iterator[Call]:
+    def ready(self) -> Iterator[RecordedCall]:
         while self._queue and (self._queue[0].call_id is None or self._queue[0].failed is not None):
             yield self._pop()
 
-    def drain(self) -> Iterator[Call]:
+    def drain(self) -> Iterator[RecordedCall]:
         while self._queue:
             yield self._pop()
 
-    def _pop(self) -> Call:
+    def _pop(self) -> RecordedCall:
         call = self._queue.popleft()
         if call.call_id is not None:
             self._open.pop(call.call_id, None)

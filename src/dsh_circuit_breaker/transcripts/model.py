@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 
 @dataclass
-class Call:
+class RecordedCall:
     """One tool call as the harness ran it.
 
     `arguments` is what the breaker would have been given: usually the parsed JSON object,
@@ -46,9 +46,9 @@ class Transcript:
     start: float | None = None
     end: float | None = None
     times: int = 0  # how many timestamps were seen: a duration needs two
-    _calls: Callable[[Transcript], Iterator[Call]] | None = field(default=None, repr=False)
+    _calls: Callable[[Transcript], Iterator[RecordedCall]] | None = field(default=None, repr=False)
 
-    def calls(self) -> Iterator[Call]:
+    def calls(self) -> Iterator[RecordedCall]:
         if self._calls is None:
             return iter(())
         produce, self._calls = self._calls, None  # streamed: a second pass would re-read

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from .formats import FORMATS as ORDER
 from .formats import Format
 from .head import Head
-from .model import Call, Problems, Transcript
+from .model import Problems, RecordedCall, Transcript
 from .sources import ZSTD_HINT, MissingZstandard
 
 # name -> format, in the order detection asks them.
@@ -68,7 +68,7 @@ def _guarded(transcript: Transcript, problems: Problems) -> Transcript:
     if produce is None:
         return transcript
 
-    def guarded(t: Transcript) -> Iterator[Call]:
+    def guarded(t: Transcript) -> Iterator[RecordedCall]:
         try:
             yield from produce(t)
         except MissingZstandard:

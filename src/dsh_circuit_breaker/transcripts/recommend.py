@@ -22,7 +22,7 @@ from .options import BUDGETS, config_summary
 
 
 class Tried(Protocol):
-    """What calibrate measured for one config (cmd_calibrate.Outcome)."""
+    """What calibrate measured for one config (calibration.Tally)."""
 
     config: Config
     loops: int

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..common import Pending, json_objects, new_call, parse_time
 from ..head import Head
-from ..model import Call, Problems, Transcript
+from ..model import Problems, RecordedCall, Transcript
 
 NAME = "claude-code"
 HARNESS = "claude-code"  # replayed with the exempt spellings of the Claude Code hook
@@ -51,7 +51,7 @@ def agent_of(entry: dict[str, Any], fallback: str) -> str:
     return base
 
 
-def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
+def _calls(t: Transcript, problems: Problems) -> Iterator[RecordedCall]:
     fallback = os.path.basename(t.source).split(".")[0]
     pending = Pending()
     seen: set[str] = set()  # a resumed or re-streamed message repeats its tool_use blocks

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..common import Pending, json_objects, new_call, parse_time
 from ..head import Head
-from ..model import Call, Problems, Transcript
+from ..model import Problems, RecordedCall, Transcript
 
 NAME = "dsh"
 HARNESS = None  # replayed with SPEC's defaults
@@ -46,7 +46,7 @@ def _label(path: str) -> str:
     return name
 
 
-def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
+def _calls(t: Transcript, problems: Problems) -> Iterator[RecordedCall]:
     agent = t.source
     pending = Pending()
     for number, event in json_objects(t.source, problems):

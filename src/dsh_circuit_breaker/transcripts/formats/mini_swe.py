@@ -17,7 +17,7 @@ from typing import Any
 from ..common import parse_time, text_of
 from ..head import Head
 from ..jsonstream import JsonStream, JsonStreamError
-from ..model import Call, Problems, Transcript
+from ..model import Problems, RecordedCall, Transcript
 from ..sources import open_text
 
 NAME = "mini-swe-agent"
@@ -46,11 +46,11 @@ def action_of(content: Any) -> str | None:
     return actions[0].strip() if len(actions) == 1 else None
 
 
-def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
+def _calls(t: Transcript, problems: Problems) -> Iterator[RecordedCall]:
     agent = t.label
     with open_text(t.source) as fh:
         stream = JsonStream(fh)
-        waiting: Call | None = None
+        waiting: RecordedCall | None = None
         try:
             for key in stream.members():
                 if key == "messages" and stream.peek() == "[":
@@ -69,7 +69,7 @@ def _calls(t: Transcript, problems: Problems) -> Iterator[Call]:
                                 waiting = None
                             action = action_of(message.get("content"))
                             if action is not None:
-                                waiting = Call(agent, "bash", {"command": action}, when)
+                                waiting = RecordedCall(agent, "bash", {"command": action}, when)
                         elif role == "user" and waiting is not None:
                             output = text_of(message.get("content"))
                             waiting.failed, waiting.result = _failed(output), output

@@ -17,7 +17,7 @@ from typing import Any
 from ..common import Pending, messages_of, new_call, parse_time
 from ..head import Head
 from ..jsonstream import JsonStream, JsonStreamError
-from ..model import Call, Problems, Transcript
+from ..model import Problems, RecordedCall, Transcript
 from ..sources import open_text
 
 NAME = "tau2"
@@ -80,7 +80,7 @@ def _simulation(
         meta["reward"] = reward["reward"]
     meta.update(info)
 
-    def produce(t: Transcript) -> Iterator[Call]:
+    def produce(t: Transcript) -> Iterator[RecordedCall]:
         t.saw_time(parse_time(sim.get("start_time")))
         t.saw_time(parse_time(sim.get("end_time")))
         return _calls(t, str(sim_id), sim["messages"], problems)
@@ -88,7 +88,9 @@ def _simulation(
     return Transcript(source=path, format=NAME, label=label, line=line, meta=meta, _calls=produce)
 
 
-def _calls(t: Transcript, sim_id: str, messages: list[Any], problems: Problems) -> Iterator[Call]:
+def _calls(
+    t: Transcript, sim_id: str, messages: list[Any], problems: Problems
+) -> Iterator[RecordedCall]:
     pending = Pending()
     for message, when in messages_of(t, messages, problems):
         if message.get("role") == "tool":

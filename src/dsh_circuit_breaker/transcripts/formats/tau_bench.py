@@ -17,7 +17,7 @@ from typing import Any
 from ..common import Pending, messages_of, new_call, text_of
 from ..head import NO_ITEM, Head
 from ..jsonstream import JsonStream, JsonStreamError
-from ..model import Call, Problems, Transcript
+from ..model import Problems, RecordedCall, Transcript
 from ..sources import open_text
 
 NAME = "tau-bench"
@@ -96,7 +96,7 @@ def _transcript(
     meta: dict[str, Any],
     problems: Problems,
 ) -> Transcript:
-    def produce(t: Transcript) -> Iterator[Call]:
+    def produce(t: Transcript) -> Iterator[RecordedCall]:
         return calls_from_messages(t, agent, messages, problems)
 
     return Transcript(source=path, format=NAME, label=label, line=line, meta=meta, _calls=produce)
@@ -104,7 +104,7 @@ def _transcript(
 
 def calls_from_messages(
     t: Transcript, agent: str, messages: list[Any], problems: Problems
-) -> Iterator[Call]:
+) -> Iterator[RecordedCall]:
     pending = Pending()
     for message, when in messages_of(t, messages, problems):
         role = message.get("role")

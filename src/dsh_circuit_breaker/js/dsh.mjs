@@ -1,7 +1,7 @@
 // dsh-circuit-breaker: DeepSeek Harness plugin.
 //
 // Plain ESM, no dependencies, no build step: DSH's wiring around the shared guard client
-// (../js/guard.mjs), which holds the guard process and its failure policy. Installed by
+// (./guard.mjs), which holds the guard process and its failure policy. Installed by
 // `dsh-circuit-breaker install dsh`; configured by the entry's `config` (the breaker's
 // keys, camelCase, plus the client's own keys: python, timeoutMs, startTimeoutMs, state).
 // Docs: docs/dsh.md in the project.
@@ -16,7 +16,7 @@ import {
   observesResults,
   resetsOnUserPrompt,
   startGuard,
-} from '../js/guard.mjs';
+} from './guard.mjs';
 
 export const name = 'dsh-circuit-breaker';
 export const inject = ['tools'];
