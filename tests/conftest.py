@@ -48,6 +48,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "side(name): runs in the side venv NAME only")
+    # pytest-xdist's, named here too for the venvs without it (the side and core runs).
+    config.addinivalue_line("markers", "xdist_group(name): these tests share one xdist worker")
     if config.getoption("--side"):
         import dsh_circuit_breaker
 

@@ -140,8 +140,14 @@ def scratch(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     # The agent CLIs from PyPI, each in its venv (scripts/setup), for `doctor NAME`.
     path += [str(p) for p in sorted((ROOT / ".installed").glob("agent-*/bin"))]
     path.append(os.environ.get("PATH", os.defpath))
-    # Offline: a package manager's registry request goes to a closed port on loopback.
-    return work, scratch_env(home, PATH=os.pathsep.join(path), npm_config_registry=DEAD + "/")
+    # Offline: a package manager's registry request goes to a closed port on loopback, and
+    # LiteLLM (OpenHands, DSPy) reads its bundled cost map instead of fetching one.
+    return work, scratch_env(
+        home,
+        PATH=os.pathsep.join(path),
+        npm_config_registry=DEAD + "/",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+    )
 
 
 def budget(blocks: list[Block]) -> int:

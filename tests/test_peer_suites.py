@@ -18,6 +18,10 @@ from dsh_circuit_breaker.transcripts.readers import read_transcripts
 SUITES = Path(__file__).resolve().parents[1] / "bench" / "peer_suites"
 
 
+# One build for the module: its tests stay on one xdist worker (scripts/test's --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("peer-suites")
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     out = tmp_path_factory.mktemp("peer-suites")

@@ -49,7 +49,6 @@ from ._stub_model import StubModel
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..config import Config
-    from ._contract import Plugin
 
 LOADER = "dsh-circuit-breaker.js"
 HEADER = "// dsh-circuit-breaker: managed by `dsh-circuit-breaker install {name}`"
@@ -81,6 +80,16 @@ Action = Callable[[argparse.Namespace], int]
 
 
 @dataclass(frozen=True)
+class Spelled:
+    """A plugin harness as the config loader and doctor read a harness module."""
+
+    NAME: str
+    LABEL: str
+    EXEMPT: tuple[str, ...]
+    ANNOTATION_ARGS: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class PluginHarness:
     name: str  # `install NAME`
     label: str  # the harness's name for people
@@ -98,6 +107,8 @@ class PluginHarness:
     extra_loads: int = 0
     # install records --config and --state in the loader (DSH's entry has its own config)
     config_options: bool = True
+    exempt: tuple[str, ...] = ()  # its module's EXEMPT and ANNOTATION_ARGS, for the guard
+    annotation_args: tuple[str, ...] = ()
 
     # -- the command line --------------------------------------------------------------
 
@@ -142,12 +153,9 @@ class PluginHarness:
                 "--no-backup", action="store_true", help="do not back up a file before changing it"
             )
 
-    def module(self) -> Plugin:
-        """Its module in harnesses/, from the registry (its spellings, for the guard's
-        config)."""
-        from . import PLUGIN_HARNESSES
-
-        return PLUGIN_HARNESSES[self.name]()
+    def spellings(self) -> Spelled:
+        """Its names and spellings, which the guard loads its config with."""
+        return Spelled(self.name, self.label, self.exempt, self.annotation_args)
 
     def entry_points(
         self,
@@ -231,7 +239,7 @@ class PluginHarness:
         from ..config import ConfigError
 
         try:
-            config, _ = guard_config(self.module(), self.recorded(args)["configFile"])
+            config, _ = guard_config(self.spellings(), self.recorded(args)["configFile"])
         except ConfigError as exc:
             raise InstallError(str(exc)) from None
         if config.incident_log:
@@ -302,7 +310,7 @@ class PluginHarness:
             options = parse_loader(text)
             self._doctor_loader(report, path, text, options)
         doctor_config_and_state(
-            report, options.get("configFile"), options.get("state"), self.module()
+            report, options.get("configFile"), options.get("state"), self.spellings()
         )
         doctor_cli(report, self.label, self.executable, self.package)
         return not report.problems
@@ -371,7 +379,7 @@ def _failing(action: Callable[[argparse.Namespace], None], args: argparse.Namesp
 # -- the loader ----------------------------------------------------------------------------
 
 
-def guard_config(module: Plugin, config_file: str | None) -> tuple[Config, str | None]:
+def guard_config(module: Spelled, config_file: str | None) -> tuple[Config, str | None]:
     """The config the guard will load (as that harness's command hook would), and the state
     URL its file names. `ConfigError` for a bad file."""
     from ..config_file import hook_config

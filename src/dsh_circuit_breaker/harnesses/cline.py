@@ -85,6 +85,8 @@ def _closed_port() -> int:
 HARNESS = PluginHarness(
     name=NAME,
     label=LABEL,
+    exempt=EXEMPT,
+    annotation_args=ANNOTATION_ARGS,
     adapter=JS_DIR / "cline.mjs",
     executable="cline",
     package="cline",

@@ -434,6 +434,8 @@ class Dsh(PluginHarness):
 HARNESS = Dsh(
     name=NAME,
     label=LABEL,
+    exempt=EXEMPT,
+    annotation_args=ANNOTATION_ARGS,
     adapter=plugin_path(),
     executable="dsh",
     package="deepseek-harness-sdk",

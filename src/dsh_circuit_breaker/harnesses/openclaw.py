@@ -243,6 +243,8 @@ def _staged_adapter(path: object) -> bool:
 HARNESS = OpenClaw(
     name=NAME,
     label=LABEL,
+    exempt=EXEMPT,
+    annotation_args=ANNOTATION_ARGS,
     adapter=JS_DIR / "openclaw.mjs",
     executable="openclaw",
     package="openclaw",

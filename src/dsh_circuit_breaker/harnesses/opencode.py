@@ -56,6 +56,8 @@ def headless_for(executable: str, env_prefix: str) -> Headless:
 HARNESS = PluginHarness(
     name=NAME,
     label=LABEL,
+    exempt=EXEMPT,
+    annotation_args=ANNOTATION_ARGS,
     adapter=JS_DIR / "opencode.mjs",
     executable="opencode",
     package="opencode-ai",

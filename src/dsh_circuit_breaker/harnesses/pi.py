@@ -48,6 +48,8 @@ def headless(scratch: Path, model: StubModel) -> tuple[list[str], dict[str, str]
 HARNESS = PluginHarness(
     name=NAME,
     label=LABEL,
+    exempt=EXEMPT,
+    annotation_args=ANNOTATION_ARGS,
     adapter=JS_DIR / "pi.mjs",
     executable="pi",
     package="@mariozechner/pi-coding-agent",
