@@ -129,3 +129,9 @@ def test_a_target_with_a_suite_of_its_own_runs_it() -> None:
                 timeout=100,
             )
             assert done.returncode == 0 and f"{suite}::" in done.stdout, done.stdout[-2000:]
+
+
+def test_a_cli_gets_the_hooks_own_timeout_to_answer_doctor_by_default() -> None:
+    from dsh_circuit_breaker.harnesses import _defaults, _settings
+
+    assert _defaults.CLI_TIMEOUT == _settings.HOOK_TIMEOUT

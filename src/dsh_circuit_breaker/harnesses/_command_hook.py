@@ -1,9 +1,7 @@
 """install / uninstall / doctor for a harness that runs our command hook from a settings
 file (JSON, or the module's own format), written once for every such harness module: the
 members it reads are `_contract.CommandHook`'s (a module borrows from `_defaults` what it
-has nothing of its own for). `CLI_TIMEOUT`, where a module has it, is the seconds its
-CLI's `--version` may take (default: the hook's timeout), for a CLI slower to start than a
-hook.
+has nothing of its own for).
 """
 
 from __future__ import annotations
@@ -153,9 +151,13 @@ def doctor(harness: SomeCommandHook, args: argparse.Namespace) -> int:
     """Where the hook is, that the harness's CLI is there, that the installed command
     answers the harness's probe events, that its config is valid and its store writable."""
     report = _doctor.Report()
-    timeout = getattr(harness, "CLI_TIMEOUT", _settings.HOOK_TIMEOUT)
     _doctor.doctor_cli(
-        report, harness.LABEL, harness.CLI, harness.CLI_PACKAGE, harness.CLI_INSTALL, timeout
+        report,
+        harness.LABEL,
+        harness.CLI,
+        harness.CLI_PACKAGE,
+        harness.CLI_INSTALL,
+        harness.CLI_TIMEOUT,
     )
     if args.file:
         files = [(harness.FILE_OPTION, _chosen(harness, args))]

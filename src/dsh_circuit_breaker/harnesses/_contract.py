@@ -60,6 +60,8 @@ class CommandHook(Hook, Protocol[S]):
     @property
     def CLI_INSTALL(self) -> str | None: ...  # the command that installs a CLI not from npm
     @property
+    def CLI_TIMEOUT(self) -> float: ...  # seconds doctor gives `CLI --version`
+    @property
     def NOTE(self) -> str | None: ...  # printed after install and by doctor
     @property
     def SCOPES(self) -> tuple[str, ...]: ...  # its settings files; the first is the default

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 NOTE = None  # nothing to print after install
 CLI_INSTALL = None  # its CLI comes from npm (`CLI_PACKAGE`)
+CLI_TIMEOUT = 30.0  # its `--version` answers within the hook's own timeout (_settings)
 POST_EVENTS: tuple[str, ...] = ()  # no post-tool event: results are not observed
 HTTP_EVENTS: tuple[str, ...] = ()  # no `install --http`
 START_EVENT = ""  # (with no HTTP_EVENTS, nothing starts the guard)

@@ -43,6 +43,7 @@ START_EVENT = "SessionStart"
 
 # `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 CLI_INSTALL = _defaults.CLI_INSTALL
+CLI_TIMEOUT = _defaults.CLI_TIMEOUT
 NOTE = _defaults.NOTE
 EMPTY_FILE = _defaults.EMPTY_FILE
 conflicts = _defaults.conflicts

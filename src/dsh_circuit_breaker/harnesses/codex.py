@@ -37,6 +37,7 @@ POST_EVENTS = ("PostToolUse",)
 
 # `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 CLI_INSTALL = _defaults.CLI_INSTALL
+CLI_TIMEOUT = _defaults.CLI_TIMEOUT
 HTTP_EVENTS = _defaults.HTTP_EVENTS
 START_EVENT = _defaults.START_EVENT
 EMPTY_FILE = _defaults.EMPTY_FILE

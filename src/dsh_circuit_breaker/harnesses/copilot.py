@@ -47,6 +47,7 @@ EMPTY_FILE: dict[str, Any] = {"version": VERSION, "hooks": {}}
 
 # `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 CLI_INSTALL = _defaults.CLI_INSTALL
+CLI_TIMEOUT = _defaults.CLI_TIMEOUT
 HTTP_EVENTS = _defaults.HTTP_EVENTS
 START_EVENT = _defaults.START_EVENT
 conflicts = _defaults.conflicts

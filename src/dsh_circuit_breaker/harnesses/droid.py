@@ -46,6 +46,7 @@ POST_EVENTS = ("PostToolUse",)
 
 # `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 CLI_INSTALL = _defaults.CLI_INSTALL
+CLI_TIMEOUT = _defaults.CLI_TIMEOUT
 NOTE = _defaults.NOTE
 HTTP_EVENTS = _defaults.HTTP_EVENTS
 START_EVENT = _defaults.START_EVENT

@@ -32,6 +32,7 @@ LABEL = "Hermes Agent"
 CLI = "hermes"
 CLI_PACKAGE = "hermes-agent"
 CLI_INSTALL = "pip install hermes-agent, on Python 3.11+"
+CLI_TIMEOUT = _defaults.CLI_TIMEOUT
 EXEMPT = ("todo", "clarify")  # SPEC's todo writer and ask-the-user, Hermes's spelling
 ANNOTATION_ARGS: tuple[str, ...] = ()  # its tools take no label the model rewrites
 

@@ -32,6 +32,7 @@ CLI = "kimi"
 CLI_PACKAGE = "kimi-cli"
 # 1.52.0, the last release, only prints a notice (and with no arguments runs a download).
 CLI_INSTALL = "uv tool install --python 3.13 kimi-cli==1.51.0"
+CLI_TIMEOUT = _defaults.CLI_TIMEOUT
 EXEMPT = ("SetTodoList", "AskUserQuestion", "ExitPlanMode")  # SPEC's three, Kimi's spelling
 # Shell's and Agent's `description` are in SPEC's ignoreArgs already.
 ANNOTATION_ARGS: tuple[str, ...] = ()

@@ -34,6 +34,7 @@ CLI = "vibe"
 CLI_PACKAGE = "mistral-vibe"
 # 3.0.3, the last release, cannot install (it pins a certifi release that does not exist).
 CLI_INSTALL = "uv tool install --python 3.13 mistral-vibe==3.0.2"
+CLI_TIMEOUT = _defaults.CLI_TIMEOUT
 # SPEC's three, as Vibe's hook names them (it has no plan-mode tool).
 EXEMPT = ("todo", "vibe.todo", "ui.ask_user_question")
 ANNOTATION_ARGS: tuple[str, ...] = ()  # its bash tool takes no description

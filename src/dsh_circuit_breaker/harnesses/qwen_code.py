@@ -42,6 +42,7 @@ POST_EVENTS = _pretooluse.POST_EVENTS
 
 # `_contract.CommandHook`'s members it has nothing of its own for, from `_defaults`:
 CLI_INSTALL = _defaults.CLI_INSTALL
+CLI_TIMEOUT = _defaults.CLI_TIMEOUT
 NOTE = _defaults.NOTE
 HTTP_EVENTS = _defaults.HTTP_EVENTS
 START_EVENT = _defaults.START_EVENT
