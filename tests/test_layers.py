@@ -69,12 +69,7 @@ def imports(module: str, path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(_ours(a.name) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".") if package else []
-                base = base[: len(base) - (node.level - 1)]
-                stem = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                stem = _ours(node.module or "")
+            stem = _stem(node, package)
             found.add(stem)
             found.update(f"{stem}.{a.name}".lstrip(".") for a in node.names)
     return {name for name in found if name in known}
@@ -104,18 +99,22 @@ def runtime_imports(module: str, path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(_ours(a.name) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".") if package else []
-                base = base[: len(base) - (node.level - 1)]
-                stem = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                stem = _ours(node.module or "")
+            stem = _stem(node, package)
             for alias in node.names:
                 full = f"{stem}.{alias.name}".lstrip(".")
                 found.add(full if full in known else stem)
             if stem not in holders:
                 found.add(stem)
     return {name for name in found if name in known and name != module}
+
+
+def _stem(node: ast.ImportFrom, package: str) -> str:
+    """The module a `from X import ...` in `package` names, as `_ours` gives it."""
+    if not node.level:
+        return _ours(node.module or "")
+    base = package.split(".") if package else []
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
 
 
 def _ours(name: str) -> str:
