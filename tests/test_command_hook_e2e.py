@@ -364,7 +364,7 @@ def test_the_same_poll_frozen_is_refused_at_the_sixth(harness: Harness) -> None:
     assert runs == ["ran"] * 5, ([r.text for r in results], outcome.stderr[-3000:])
 
 
-@scenario("results")
+@scenario("same_results")  # every copy's result back before the next copy
 def test_an_interleaved_frozen_poller_is_refused_at_the_seventh_copy(harness: Harness) -> None:
     # A new call after each copy restarts SPEC's count every time; sameResultLimit counts
     # the copies whose result came back the same, new calls between or not: the 7th

@@ -987,6 +987,9 @@ class KimiCli(Harness):
         "come after the next copy's PreToolUse; the rules then judge both copies as if "
         "their results never came (SPEC's parallel calls), and a moving poll may be refused "
         "at its 6th copy (docs/kimi-cli.md, Known limits)",
+        "same_results": "for the same reason sameResultLimit may not count a copy whose result "
+        "came after the next copy: an interleaved frozen poller then runs on past its 7th "
+        "copy (seen in CI under load: 8 ran); the plain frozen poll is refused at its 6th",
     }
 
     @classmethod
