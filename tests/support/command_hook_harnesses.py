@@ -889,6 +889,8 @@ class QwenCode(Harness):
         "(empty)` for a command that printed (CI: one copy of seven), a result that moved, so "
         "the frozen poll rightly runs a copy further (docs/qwen-code.md, Known limits)",
         "same_results": "the same: an empty output among the copies restarts their count",
+        "moving_results": "the same race: an `Output: (empty)` among a moving poll's results "
+        "fails its check of each output (a CI run, 2026-12-06)",
     }
     subagent = Subagent(
         delegate=lambda prompt: tool_call(
