@@ -34,11 +34,10 @@ counted in Python, a run of them at a time.
 from __future__ import annotations
 
 import re
-from hashlib import blake2b
 from typing import Any
 
 from .cjson import loads
-from .lenient import OPAQUE
+from .lenient import opaque
 from .lenient import read as read_leniently
 
 # Containers an event member may build: at least as much as a whole event read the usual
@@ -138,7 +137,7 @@ class _Reader:
 
     def _opaque(self, pos: int, end: int) -> dict[str, str]:
         self.opaque += 1
-        return {OPAQUE: blake2b(self.view[pos:end], digest_size=16).hexdigest()}
+        return opaque(self.view[pos:end])
 
     def _small(self, pos: int, end: int) -> Any:
         data = self.raw[pos:end]
