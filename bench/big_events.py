@@ -28,6 +28,7 @@ import threading
 import time
 from typing import Any
 
+from _scratch import scratch_env  # bench/ is on the path when a bench runs
 from dsh_circuit_breaker.invocation import entry_point
 
 TOKEN = "bench-token-0123456789abcdef"
@@ -160,12 +161,7 @@ def main() -> int:
     args = parser.parse_args()
     bodies = events(int(args.mib * 2**20), args.shape)
     with tempfile.TemporaryDirectory() as tmp:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("DSH_CIRCUIT_BREAKER_", "XDG_"))
-        }
-        env.update(HOME=tmp, XDG_STATE_HOME=f"{tmp}/state", XDG_CONFIG_HOME=f"{tmp}/config")
+        env = scratch_env(tmp)
         print(f"Python {sys.version.split()[0]}; one hook process (peak RSS, wall time):")
         for name in ("small", "pre", "post"):
             peak, seconds = hook_peak(env, bodies[name], tmp)

@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import http.server
 import json
-import os
 import shlex
 import statistics
 import subprocess
@@ -60,6 +59,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _scratch import scratch_env  # bench/ is on the path when a bench runs
 from dsh_circuit_breaker.config import DEFAULT_EXEMPT
 from dsh_circuit_breaker.harnesses import HARNESSES, load
 from dsh_circuit_breaker.invocation import DEFAULT_HARNESS, hook_command
@@ -82,18 +82,8 @@ def main() -> int:
     exempt = (*harness.EXEMPT, *DEFAULT_EXEMPT)[0]
 
     with tempfile.TemporaryDirectory(prefix="cb-bench-") as tmp:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("DSH_CIRCUIT_BREAKER_", "XDG_"))
-        }
+        env = scratch_env(tmp, PYTHONPYCACHEPREFIX=f"{tmp}/pycache")
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env.update(
-            HOME=tmp,
-            XDG_STATE_HOME=f"{tmp}/state",
-            XDG_CONFIG_HOME=f"{tmp}/config",
-            PYTHONPYCACHEPREFIX=f"{tmp}/pycache",
-        )
         counter = iter(range(10**9))
 
         def allowed() -> bytes:

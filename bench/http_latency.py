@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _scratch import scratch_env  # bench/ is on the path when a bench runs
 from dsh_circuit_breaker.invocation import hook_command
 
 TOKEN = "bench-token-0123456789abcdef"
@@ -115,18 +116,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cb-http-bench-") as tmp:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("DSH_CIRCUIT_BREAKER_", "XDG_"))
-        }
+        env = scratch_env(tmp, PYTHONPYCACHEPREFIX=f"{tmp}/pycache")
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env.update(
-            HOME=tmp,
-            XDG_STATE_HOME=f"{tmp}/state",
-            XDG_CONFIG_HOME=f"{tmp}/config",
-            PYTHONPYCACHEPREFIX=f"{tmp}/pycache",
-        )
         if args.state:
             env["DSH_CIRCUIT_BREAKER_STATE"] = args.state
         serve = [sys.executable, "-m", "dsh_circuit_breaker.cli", "serve", "--http", "127.0.0.1:0"]

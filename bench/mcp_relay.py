@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from _scratch import scratch_env  # bench/ is on the path when a bench runs
 
 HERE = Path(__file__).resolve().parent
 EVERYTHING = HERE.parent / "tests" / "e2e" / "node_modules" / ".bin" / "mcp-server-everything"
@@ -122,12 +123,7 @@ def main() -> None:
         sys.exit(f"no {EVERYTHING}: run bash scripts/setup")
     upstream = ["node", str(EVERYTHING), "stdio"]
     with tempfile.TemporaryDirectory() as home:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("DSH_CIRCUIT_BREAKER_", "XDG_"))
-        }
-        env.update(HOME=home, XDG_STATE_HOME=f"{home}/state", XDG_CONFIG_HOME=f"{home}/config")
+        env = scratch_env(home)
         # Every call a new one, and more of them than the default cap of 300 allows.
         config = Path(home, "config.json")
         config.write_text(json.dumps({"maxCallsPerAgent": 10**9}))
