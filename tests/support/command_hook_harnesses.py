@@ -19,6 +19,7 @@ the model on 127.0.0.1; the fake must see every model request.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -30,7 +31,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -46,6 +47,7 @@ from support.scripted_server import Block, ScriptedServer, text, tool_call
 TESTS = Path(__file__).resolve().parents[1]
 E2E_BIN = TESTS / "e2e" / "node_modules" / ".bin"
 # A Python agent's CLI: scripts/setup installs tests/e2e/python/NAME.txt into agent-NAME.
+AGENT_PINS = TESTS / "e2e" / "python"
 AGENT_VENVS = TESTS.parent / ".installed"
 EVENTS = TESTS / "fixtures" / "harness-events"
 
@@ -183,7 +185,10 @@ class Harness:
 
     @classmethod
     def cli_dir(cls) -> Path:
-        """Where its CLI is installed for the tests: npm's, or its Python venv's bin."""
+        """Where its CLI is installed for the tests: its Python venv's bin where its pins
+        are in tests/e2e/python/, else npm's."""
+        if (AGENT_PINS / f"{cls.name}.txt").exists():
+            return AGENT_VENVS / f"agent-{cls.name}" / "bin"
         return E2E_BIN
 
     @classmethod
@@ -233,6 +238,18 @@ class Harness:
         assert model.errors == []
         self.last_stderr = done.stderr
         return self.read(done, model)
+
+    @contextlib.contextmanager
+    def trapped(self, allowed: tuple[bytes, ...] = ()) -> Iterator[None]:
+        """`self.trap` for the run within (its `proxy_env` in `run_env`): a request that
+        tries to leave loopback fails the run, but those starting with one of `allowed`."""
+        self.trap = Trap()
+        try:
+            yield
+        finally:
+            self.trap.close()
+        left = [hit for hit in self.trap.hits if not hit.startswith(allowed)]
+        assert left == [], f"a request tried to leave loopback: {left}"
 
 
 def run_group(
@@ -750,6 +767,10 @@ class Trap:
                 except OSError:
                     self.hits.append(b"(connected)")
 
+    def proxy_env(self) -> dict[str, str]:
+        """A run's proxy settings: everything but loopback through the trap."""
+        return {"HTTPS_PROXY": self.url, "HTTP_PROXY": self.url, "NO_PROXY": "127.0.0.1"}
+
     def close(self) -> None:
         self._open = False
         self._thread.join(timeout=5)
@@ -797,13 +818,8 @@ class GeminiCli(Harness):
         self.check_hook_command(self.settings)
 
     def run(self, model: Any, prompt: str, *more: str) -> Outcome:
-        self.trap = Trap()
-        try:
-            outcome = super().run(model, prompt, *more)
-        finally:
-            self.trap.close()
-        assert self.trap.hits == [], "a request tried to leave loopback"
-        return outcome
+        with self.trapped():
+            return super().run(model, prompt, *more)
 
     def run_env(self, model: Any) -> dict[str, str]:
         return dict(
@@ -811,9 +827,7 @@ class GeminiCli(Harness):
             GEMINI_API_KEY="fake-gemini-key-for-tests",
             GOOGLE_GEMINI_BASE_URL=model.url,
             GEMINI_CLI_TRUST_WORKSPACE="true",  # what trusting the folder records
-            HTTPS_PROXY=self.trap.url,
-            HTTP_PROXY=self.trap.url,
-            NO_PROXY="127.0.0.1",
+            **self.trap.proxy_env(),
         )
 
     def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
@@ -1000,10 +1014,6 @@ class KimiCli(Harness):
         "copy (seen in CI under load: 8 ran); the plain frozen poll is refused at its 6th",
     }
 
-    @classmethod
-    def cli_dir(cls) -> Path:
-        return AGENT_VENVS / f"agent-{cls.name}" / "bin"
-
     def setup(self) -> None:
         share = self.home / ".kimi"
         share.mkdir()
@@ -1015,13 +1025,8 @@ class KimiCli(Harness):
         assert self.settings.read_text().startswith(KIMI_CONFIG)  # every line kept
 
     def run(self, model: Any, prompt: str, *more: str) -> Outcome:
-        self.trap = Trap()
-        try:
-            outcome = super().run(model, prompt, *more)
-        finally:
-            self.trap.close()
-        assert self.trap.hits == [], "a request tried to leave loopback"
-        return outcome
+        with self.trapped():
+            return super().run(model, prompt, *more)
 
     def run_env(self, model: Any) -> dict[str, str]:
         return dict(
@@ -1030,9 +1035,7 @@ class KimiCli(Harness):
             OPENAI_API_KEY="sk-fake-key-for-tests",
             KIMI_DISABLE_TELEMETRY="1",
             KIMI_CLI_NO_AUTO_UPDATE="1",
-            HTTPS_PROXY=self.trap.url,
-            HTTP_PROXY=self.trap.url,
-            NO_PROXY="127.0.0.1",
+            **self.trap.proxy_env(),
         )
 
     def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
@@ -1103,10 +1106,6 @@ class MistralVibe(Harness):
         "parent_session_id, keyed apart in harnesses/mistral_vibe.py",
     }
 
-    @classmethod
-    def cli_dir(cls) -> Path:
-        return AGENT_VENVS / f"agent-{cls.name}" / "bin"
-
     def setup(self) -> None:
         vibe_home = self.home / ".vibe"
         vibe_home.mkdir()
@@ -1121,21 +1120,14 @@ class MistralVibe(Harness):
 
     def run(self, model: Any, prompt: str, *more: str) -> Outcome:
         self.config.write_text(VIBE_CONFIG.replace("http://127.0.0.1:9/v1", model.url))
-        self.trap = Trap()
-        try:
-            outcome = super().run(model, prompt, *more)
-        finally:
-            self.trap.close()
-        assert self.trap.hits == [], "a request tried to leave loopback"
-        return outcome
+        with self.trapped():
+            return super().run(model, prompt, *more)
 
     def run_env(self, model: Any) -> dict[str, str]:
         return dict(
             self.env,
             FAKE_VIBE_API_KEY="sk-fake-key-for-tests",
-            HTTPS_PROXY=self.trap.url,
-            HTTP_PROXY=self.trap.url,
-            NO_PROXY="127.0.0.1",
+            **self.trap.proxy_env(),
         )
 
     def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
@@ -1204,10 +1196,6 @@ class OpenHandsCli(Harness):
         "limits)",
     }
 
-    @classmethod
-    def cli_dir(cls) -> Path:
-        return AGENT_VENVS / f"agent-{cls.name}" / "bin"
-
     def setup(self) -> None:
         self.settings = self.home / ".openhands" / "hooks.json"
         self.settings.parent.mkdir()
@@ -1218,14 +1206,13 @@ class OpenHandsCli(Harness):
         assert hooks["Stop"] == OPENHANDS_HOOKS["hooks"]["Stop"]  # the user's hook kept
 
     def run(self, model: Any, prompt: str, *more: str) -> Outcome:
-        self.trap = Trap()
         # Its terminal tool runs commands in a tmux server (socket `openhands`) that outlives
         # the CLI: one of the run's own, ended with it.
         self.tmux = Path(tempfile.mkdtemp(prefix="oh-tmux-"))
         try:
-            outcome = super().run(model, prompt, *more)
+            with self.trapped(allowed=(OPENHANDS_VERSION_CHECK,)):
+                return super().run(model, prompt, *more)
         finally:
-            self.trap.close()
             subprocess.run(
                 ["tmux", "-L", "openhands", "kill-server"],
                 env=dict(self.env, TMUX_TMPDIR=str(self.tmux)),
@@ -1233,9 +1220,6 @@ class OpenHandsCli(Harness):
                 timeout=30,
             )
             shutil.rmtree(self.tmux, ignore_errors=True)
-        left = [hit for hit in self.trap.hits if not hit.startswith(OPENHANDS_VERSION_CHECK)]
-        assert left == [], "a request tried to leave loopback"
-        return outcome
 
     def run_env(self, model: Any) -> dict[str, str]:
         return dict(
@@ -1247,9 +1231,7 @@ class OpenHandsCli(Harness):
             OPENHANDS_SUPPRESS_BANNER="1",
             GIT_ALLOW_PROTOCOL="file",
             TMUX_TMPDIR=str(self.tmux),
-            HTTPS_PROXY=self.trap.url,
-            HTTP_PROXY=self.trap.url,
-            NO_PROXY="127.0.0.1",
+            **self.trap.proxy_env(),
         )
 
     def argv(self, model: Any, prompt: str, *more: str) -> list[str]:
@@ -1339,10 +1321,6 @@ class Hermes(Harness):
         "be scripted; the child runs under a session id of its own, keyed apart",
     }
 
-    @classmethod
-    def cli_dir(cls) -> Path:
-        return AGENT_VENVS / f"agent-{cls.name}" / "bin"
-
     def setup(self) -> None:
         hermes_home = self.home / ".hermes"
         hermes_home.mkdir()
@@ -1358,20 +1336,13 @@ class Hermes(Harness):
     def run(self, model: Any, prompt: str, *more: str) -> Outcome:
         text = self.settings.read_text()
         self.settings.write_text(HERMES_BASE_URL.sub(model.url, text, count=1))
-        self.trap = Trap()
-        try:
-            outcome = super().run(model, prompt, *more)
-        finally:
-            self.trap.close()
-        assert self.trap.hits == [], f"a request tried to leave loopback: {self.trap.hits}"
-        return outcome
+        with self.trapped():
+            return super().run(model, prompt, *more)
 
     def run_env(self, model: Any) -> dict[str, str]:
         return dict(
             self.env,
-            HTTPS_PROXY=self.trap.url,
-            HTTP_PROXY=self.trap.url,
-            NO_PROXY="127.0.0.1",
+            **self.trap.proxy_env(),
         )
 
     def shell(self, command: str, label: str) -> Block:
