@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from _scratch import scratch_env  # bench/ is on the path when a bench runs
-from dsh_circuit_breaker.invocation import entry_point
+from dsh_circuit_breaker.core.invocation import entry_point
 
 TOKEN = "bench-token-0123456789abcdef"
 

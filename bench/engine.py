@@ -27,10 +27,10 @@ from hashlib import blake2b
 from typing import Any
 
 from dsh_circuit_breaker import CircuitBreaker, Config
-from dsh_circuit_breaker.keys import call_key
-from dsh_circuit_breaker.rules import decide
-from dsh_circuit_breaker.state import AgentState
-from dsh_circuit_breaker.stores import MemoryStore
+from dsh_circuit_breaker.core.keys import call_key
+from dsh_circuit_breaker.core.rules import decide
+from dsh_circuit_breaker.core.state import AgentState
+from dsh_circuit_breaker.core.stores import MemoryStore
 
 Call = tuple[str, str, dict[str, Any]]
 

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError  # noqa: E402
-from dsh_circuit_breaker.state import AgentState  # noqa: E402
+from dsh_circuit_breaker.core.state import AgentState  # noqa: E402
 
 HOOK = [sys.executable, "-m", "dsh_circuit_breaker.cli", "hook"]
 _EVENT = json.dumps(

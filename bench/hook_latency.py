@@ -60,9 +60,9 @@ from pathlib import Path
 from typing import Any
 
 from _scratch import scratch_env  # bench/ is on the path when a bench runs
-from dsh_circuit_breaker.config import DEFAULT_EXEMPT
+from dsh_circuit_breaker.core.config import DEFAULT_EXEMPT
+from dsh_circuit_breaker.core.invocation import DEFAULT_HARNESS, hook_command
 from dsh_circuit_breaker.harnesses import HARNESSES, load
-from dsh_circuit_breaker.invocation import DEFAULT_HARNESS, hook_command
 from dsh_circuit_breaker.judge import Call, Outcome
 
 ENTRY = Path(sys.executable).parent / "dsh-circuit-breaker"

@@ -51,7 +51,7 @@ from collections.abc import Callable
 from typing import Any
 
 from _scratch import scratch_env  # bench/ is on the path when a bench runs
-from dsh_circuit_breaker.invocation import hook_command
+from dsh_circuit_breaker.core.invocation import hook_command
 
 TOKEN = "bench-token-0123456789abcdef"
 CLIENTS, PROCESSES = 32, 4

@@ -23,7 +23,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from dsh_circuit_breaker import CircuitBreaker, Config
-from dsh_circuit_breaker.stores import redis as redis_store
+from dsh_circuit_breaker.core.stores import redis as redis_store
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import realistic_mix

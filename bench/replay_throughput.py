@@ -245,7 +245,7 @@ def generate(root: str, size: int, seed: int = 11) -> dict[str, int]:
 
 def child(mode: str, root: str) -> None:
     """One measurement, in its own process: prints calls, seconds and peak RSS."""
-    from dsh_circuit_breaker.config import Config
+    from dsh_circuit_breaker.core.config import Config
     from dsh_circuit_breaker.transcripts import Problems, read_transcripts, walk
     from dsh_circuit_breaker.transcripts.analysis import runs_of
 

@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
-from dsh_circuit_breaker.config import ConfigError  # noqa: E402
+from dsh_circuit_breaker.core.config import ConfigError  # noqa: E402
 from dsh_circuit_breaker.transcripts.analysis import AgentRun, Denials, runs_of  # noqa: E402
 from dsh_circuit_breaker.transcripts.model import Problems, Transcript  # noqa: E402
 from dsh_circuit_breaker.transcripts.options import ReplayConfig  # noqa: E402

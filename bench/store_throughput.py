@@ -36,7 +36,7 @@ from dsh_circuit_breaker import CircuitBreaker, Config
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import realistic_mix
 
-HAVE_SQLITE = importlib.util.find_spec("dsh_circuit_breaker.stores.sqlite") is not None
+HAVE_SQLITE = importlib.util.find_spec("dsh_circuit_breaker.core.stores.sqlite") is not None
 CONFIG = Config(max_calls_per_agent=0, store_timeout=30.0)  # no cap: measure steady state
 
 

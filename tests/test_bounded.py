@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_circuit_breaker.bounded import BUDGET, MAX_MEMBERS, read
+from dsh_circuit_breaker.core.bounded import BUDGET, MAX_MEMBERS, read
+from dsh_circuit_breaker.core.keys import call_key
+from dsh_circuit_breaker.core.lenient import OPAQUE
 from dsh_circuit_breaker.judge import BIG_EVENT_BYTES, event_of
-from dsh_circuit_breaker.keys import call_key
-from dsh_circuit_breaker.lenient import OPAQUE
 
 
 def test_an_event_read_the_usual_way_fits_a_members_budget() -> None:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from dsh_circuit_breaker import AgentStopped, CircuitBreaker, Config, ConfigError, Decision
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
-from dsh_circuit_breaker.state import AgentState
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES
+from dsh_circuit_breaker.core.state import AgentState
 
 
 def searches(breaker: CircuitBreaker, n: int, tool: str = "web_search", agent: str = "a") -> list:

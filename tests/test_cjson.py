@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_circuit_breaker import cjson
+from dsh_circuit_breaker.core import cjson
 
 values = st.recursive(
     st.none()

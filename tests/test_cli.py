@@ -14,7 +14,7 @@ import pytest
 
 from dsh_circuit_breaker import __version__
 from dsh_circuit_breaker.cli import main
-from dsh_circuit_breaker.config import Config
+from dsh_circuit_breaker.core.config import Config
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

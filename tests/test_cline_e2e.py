@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from support.fake_openai import FakeOpenAI, function_call
 from support.harness_run import edit_test_project, json_lines, run_json_lines, side_lines
 from support.installed import Installed

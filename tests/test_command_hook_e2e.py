@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from support.command_hook_harnesses import HARNESSES, Harness, in_scratch_home
 from support.harness_run import edit_test_project, side_lines
 from support.installed import Installed

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from dsh_circuit_breaker import CircuitBreaker, Config
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from hook_support import runs_then_refusal
 from support.command_hook_harnesses import (
     GEMINI_STOPPED,
@@ -51,7 +51,7 @@ def scratch(installed: Installed, harness_cache: Path) -> Any:
 
 # Claude Code's stop answer (the deny plus `continue: false`), printed for every call.
 CLAUDE_STOP_HOOK = """import json, sys
-from dsh_circuit_breaker.breaker import Decision
+from dsh_circuit_breaker.core.breaker import Decision
 from dsh_circuit_breaker.harnesses import claude_code
 if json.load(sys.stdin).get("hook_event_name") == "PreToolUse":
     stop = Decision(False, "duplicate", "DENIED", 6, 6, stop=True, stop_reason="STOPPED")

@@ -34,7 +34,7 @@ import pytest
 
 from conftest import require
 from doc_blocks import DOCS, ROOT, Block, MarkerError, all_blocks, blocks
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES
 from sandbox import DEAD, scratch_env
 
 try:

@@ -16,8 +16,8 @@ import yaml
 
 from conftest import require
 from dsh_circuit_breaker.cli import main
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from dsh_circuit_breaker.dsh import NPM_NAME, PLUGIN_ID, plugin_path
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.dsh_runtime import DshSession, dsh_command, dsh_runtime_available, python
 from support.fake_anthropic import tool_use
 from support.installed import Installed

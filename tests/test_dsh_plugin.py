@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from conftest import require
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from dsh_circuit_breaker.harnesses.dsh import SKILL_NAME
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.dsh_runtime import (
     DshSession,
     create_profile,

@@ -23,7 +23,7 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import Config
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from sandbox import scratch_env
 from support.fake_anthropic import FakeAnthropic, tool_use
 from support.fake_dspy import FakeDSPy

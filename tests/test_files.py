@@ -19,8 +19,8 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError
-from dsh_circuit_breaker.config_file import ENV_CONFIG, MAX_CONFIG_BYTES, load
-from dsh_circuit_breaker.state import AgentState
+from dsh_circuit_breaker.core.config_file import ENV_CONFIG, MAX_CONFIG_BYTES, load
+from dsh_circuit_breaker.core.state import AgentState
 from hook_support import denial, hook_env, pre_tool_use, run_hook
 
 NOBODY = 65534  # another user, for the tests that need one (as root, via chown)

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker.config import Config
+from dsh_circuit_breaker.core.config import Config
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from dsh_circuit_breaker.guard.stdio import MAX_REQUEST_BYTES, GuardServer
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support.streams import readline
 
 

@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker.breaker import Decision
-from dsh_circuit_breaker.config import DEFAULT_IGNORE_ARGS
+from dsh_circuit_breaker.core.breaker import Decision
+from dsh_circuit_breaker.core.config import DEFAULT_IGNORE_ARGS
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from dsh_circuit_breaker.harnesses import HARNESSES, load
 from dsh_circuit_breaker.judge import Call, Prompt
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from hook_support import hook_env, run_hook
 from support.command_hook_harnesses import HARNESSES as DESCRIBED
 

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 from dsh_circuit_breaker import hook
+from dsh_circuit_breaker.core.results import result_digest
 from dsh_circuit_breaker.harnesses import HARNESSES, load
 from dsh_circuit_breaker.judge import Call, Outcome
-from dsh_circuit_breaker.results import result_digest
 from hook_support import hook_env, run_hook
 from support.command_hook_harnesses import HARNESSES as DESCRIBED
 from support.guard_service import Service

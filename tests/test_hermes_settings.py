@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dsh_circuit_breaker.config import Config
-from dsh_circuit_breaker.invocation import is_ours
+from dsh_circuit_breaker.core.config import Config
+from dsh_circuit_breaker.core.invocation import is_ours
 from hook_support import hook_env
 
 pytestmark = pytest.mark.timeout(120)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_circuit_breaker import paths
+from dsh_circuit_breaker.core import paths
 
 TESTS = Path(__file__).resolve().parent
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker import invocation
+from dsh_circuit_breaker.core import invocation
 from dsh_circuit_breaker.harnesses import _settings as hs
 from hook_support import denial, hook_env, pre_tool_use, run_hook
 from support.streams import readline

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from dsh_circuit_breaker import Config, ConfigError
-from dsh_circuit_breaker.config_file import ENV_CONFIG, find_config, hook_config, load, load_config
+from dsh_circuit_breaker.core.config_file import (
+    ENV_CONFIG,
+    find_config,
+    hook_config,
+    load,
+    load_config,
+)
 from dsh_circuit_breaker.harnesses import claude_code
 
 

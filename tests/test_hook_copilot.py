@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from dsh_circuit_breaker.core.invocation import hook_command
 from dsh_circuit_breaker.harnesses import copilot
 from dsh_circuit_breaker.harnesses._settings import SettingsError
-from dsh_circuit_breaker.invocation import hook_command
 from dsh_circuit_breaker.judge import Call, Malformed, Prompt
 from hook_support import hook_env, run_hook
 

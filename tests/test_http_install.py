@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker import invocation
+from dsh_circuit_breaker.core import invocation
 from hook_support import hook_env
 from support.guard_service import CLI, Service, metric_samples, state_dir
 

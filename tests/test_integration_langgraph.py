@@ -13,7 +13,7 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import CircuitBreaker, Config
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from support import agent_scenarios as scenario
 from support.fake_anthropic import FakeAnthropic
 from support.fake_openai import FakeOpenAI

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import Config
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES
 from support import agent_scenarios as scenario
 from support.fake_openai import FakeOpenAI
 from support.scripted_server import ScriptedServer

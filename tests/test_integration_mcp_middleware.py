@@ -19,7 +19,7 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import CircuitBreaker, Config
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES
 
 SUPPORT = Path(__file__).resolve().parent / "support"
 SERVER = SUPPORT / "mcp_guarded_server.py"

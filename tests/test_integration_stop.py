@@ -20,7 +20,7 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import AgentStopped, CircuitBreaker, Config
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES
 from support import agent_scenarios as scenario
 
 Answer = str | scenario.Call

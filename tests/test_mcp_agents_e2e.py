@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES
 from support.command_hook_harnesses import E2E_BIN as BIN
 from support.command_hook_harnesses import GEMINI_MODEL as MODEL
 from support.command_hook_harnesses import GEMINI_SETTINGS, PROXY_VARS, Trap, run_group

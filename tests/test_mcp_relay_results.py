@@ -15,9 +15,9 @@ import anyio
 import pytest
 from mcp.client.client import Client
 
-from dsh_circuit_breaker.config import Config
+from dsh_circuit_breaker.core.config import Config
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from dsh_circuit_breaker.guard.mcp import Connection, McpGuard, Session, result_of
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
 from support import mcp_scenario
 from support.installed import Installed
 from test_mcp_relay import everything_command, relay, sdk_server, teed, upstream_calls  # noqa: F401

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker.config import Config
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from dsh_circuit_breaker.core.config import Config
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from support.fake_openai import FakeOpenAI, function_call
 from support.installed import Installed
 from support.plugin_harnesses import closed_port

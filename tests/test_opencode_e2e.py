@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from support.fake_openai import function_call
 from support.installed import Installed
 from support.plugin_harnesses import HARNESSES, Harness, in_scratch_home

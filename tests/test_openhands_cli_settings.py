@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from conftest import require
-from dsh_circuit_breaker.config import Config
-from dsh_circuit_breaker.invocation import is_ours
+from dsh_circuit_breaker.core.config import Config
+from dsh_circuit_breaker.core.invocation import is_ours
 from hook_support import hook_env
 from support.command_hook_harnesses import OpenHandsCli
 

@@ -308,7 +308,7 @@ def test_a_framework_exports_events_and_metrics(tmp_path: Path) -> None:
 
 
 def test_enabled_follows_the_standard_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dsh_circuit_breaker.telemetry import enabled
+    from dsh_circuit_breaker.core.telemetry import enabled
 
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
@@ -327,7 +327,7 @@ def test_enabled_follows_the_standard_variables(monkeypatch: pytest.MonkeyPatch)
 
 def test_attributes_name_no_argument_and_bound_every_text() -> None:
     from dsh_circuit_breaker import CircuitBreaker, Config
-    from dsh_circuit_breaker.telemetry import MAX_TEXT, attributes
+    from dsh_circuit_breaker.core.telemetry import MAX_TEXT, attributes
 
     config = Config(duplicate_limit=2)
     breaker = CircuitBreaker(config, export=False)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_circuit_breaker import CircuitBreaker, Config
-from dsh_circuit_breaker.keys import call_key
+from dsh_circuit_breaker.core.keys import call_key
 
 IGNORED = frozenset({"description", "reason"})
 

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError
-from dsh_circuit_breaker.stores import StoreUnavailable, store_from_url
+from dsh_circuit_breaker.core.stores import StoreUnavailable, store_from_url
 from support.breaker_warnings import count_warnings
 from support.redis_server import RedisServer, fresh_url, redis_available, shared_server
 
@@ -37,7 +37,7 @@ def _prefix(url: str) -> str:
 
 
 def test_url_selects_the_redis_store() -> None:
-    from dsh_circuit_breaker.stores.redis import RedisStore
+    from dsh_circuit_breaker.core.stores.redis import RedisStore
 
     store = store_from_url(fresh_url(), Config())
     assert isinstance(store, RedisStore)
@@ -366,7 +366,7 @@ def test_missing_client_library_is_a_clear_config_error() -> None:
     code = (
         "import sys; sys.modules['redis'] = None\n"  # as if the extra were not installed
         "from dsh_circuit_breaker import ConfigError\n"
-        "from dsh_circuit_breaker.stores import store_from_url\n"
+        "from dsh_circuit_breaker.core.stores import store_from_url\n"
         "try:\n"
         "    store_from_url('redis://127.0.0.1:6379/0')\n"
         "except ConfigError as exc:\n"

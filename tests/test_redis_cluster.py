@@ -13,8 +13,8 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError
-from dsh_circuit_breaker.stores import store_from_url
-from dsh_circuit_breaker.stores.redis_topology import key_slot
+from dsh_circuit_breaker.core.stores import store_from_url
+from dsh_circuit_breaker.core.stores.redis_topology import key_slot
 from support.breaker_warnings import count_warnings
 from support.redis_server import RedisCluster, RedisSentinel, cluster_available, command
 

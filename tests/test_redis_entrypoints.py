@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from dsh_circuit_breaker.stores import store_from_url
+from dsh_circuit_breaker.core.stores import store_from_url
 from hook_support import denial, hook_env, pre_tool_use, prompt_submit, run_hook
 from support.redis_server import fresh_url, redis_available
 from support.streams import readline

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import require
 from dsh_circuit_breaker import CircuitBreaker, Config
-from dsh_circuit_breaker.state import AgentState
+from dsh_circuit_breaker.core.state import AgentState
 from support.hostile_redis import HostileRedis, bulk, endless, replacing, trickled
 from support.redis_server import RedisServer, free_port, redis_available
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_circuit_breaker import CircuitBreaker, Config
-from dsh_circuit_breaker.results import normalize, result_digest, result_text
-from dsh_circuit_breaker.state import AgentState
+from dsh_circuit_breaker.core.results import normalize, result_digest, result_text
+from dsh_circuit_breaker.core.state import AgentState
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -158,7 +158,7 @@ def test_the_record_carries_results_across_processes() -> None:
 
 @pytest.mark.parametrize("value", [-1, 1, True, 2.5, "4"])
 def test_same_result_limit_refuses_bad_values(value: object) -> None:
-    from dsh_circuit_breaker.config import ConfigError
+    from dsh_circuit_breaker.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="sameResultLimit"):
         Config.from_mapping({"sameResultLimit": value})

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError
-from dsh_circuit_breaker.paths import default_state_url
-from dsh_circuit_breaker.state import AgentState
-from dsh_circuit_breaker.stores import StoreUnavailable, store_from_url
-from dsh_circuit_breaker.stores.sqlite import EXPIRE_BATCH, SQLiteStore, path_from_url
+from dsh_circuit_breaker.core.paths import default_state_url
+from dsh_circuit_breaker.core.state import AgentState
+from dsh_circuit_breaker.core.stores import StoreUnavailable, store_from_url
+from dsh_circuit_breaker.core.stores.sqlite import EXPIRE_BATCH, SQLiteStore, path_from_url
 from hook_support import make_read_only
 
 SECRET = "hunter2-secret-argument-value"
@@ -244,7 +244,7 @@ def test_processes_that_never_close_keep_the_wal_short(tmp_path: Path) -> None:
     page = 4096 + 24  # a WAL frame: one page and its header
     code = (
         "import os, sys\n"
-        "from dsh_circuit_breaker.stores import sqlite\n"
+        "from dsh_circuit_breaker.core.stores import sqlite\n"
         f"sqlite.WAL_LIMIT = {4 * page}  # a few frames, so that a few processes pass it\n"
         "def step(state):\n"
         "    state.calls += 1\n"
@@ -271,7 +271,7 @@ def test_emptying_the_wal_waits_for_no_reader(tmp_path: Path) -> None:
     code = (
         "import os, sys, time\n"
         "from dsh_circuit_breaker import Config\n"
-        "from dsh_circuit_breaker.stores import sqlite\n"
+        "from dsh_circuit_breaker.core.stores import sqlite\n"
         f"sqlite.WAL_LIMIT = {page}\n"
         "store = sqlite.SQLiteStore(sys.argv[1], Config(store_timeout=20))\n"
         "def step(state):\n"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dsh_circuit_breaker import CircuitBreaker, Config
-from dsh_circuit_breaker.state import AgentState
+from dsh_circuit_breaker.core.state import AgentState
 
 
 def test_probe_allows_five_then_denies_the_sixth(state_url: str) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from dsh_circuit_breaker import invocation
+from dsh_circuit_breaker.core import invocation
 from hook_support import denial, hook_env, pre_tool_use
 
 pytestmark = pytest.mark.timeout(120)

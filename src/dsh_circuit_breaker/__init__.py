@@ -9,16 +9,16 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._version import __version__
-    from .breaker import CircuitBreaker, Decision
-    from .config import Config, ConfigError
-    from .stop import AgentStopped
+    from .core.breaker import CircuitBreaker, Decision
+    from .core.config import Config, ConfigError
+    from .core.stop import AgentStopped
 
 _WHERE = {
-    "AgentStopped": "stop",
-    "CircuitBreaker": "breaker",
-    "Decision": "breaker",
-    "Config": "config",
-    "ConfigError": "config",
+    "AgentStopped": "core.stop",
+    "CircuitBreaker": "core.breaker",
+    "Decision": "core.breaker",
+    "Config": "core.config",
+    "ConfigError": "core.config",
     "__version__": "_version",
 }
 

@@ -137,8 +137,8 @@ def _run(args: Any) -> int:
     import os
 
     from . import usage
-    from .config import ConfigError
-    from .stores.unavailable import StoreUnavailable
+    from .core.config import ConfigError
+    from .core.stores.unavailable import StoreUnavailable
 
     try:
         code: int = args._run(args)

@@ -7,9 +7,9 @@ import argparse
 import os
 import tempfile
 
-from .breaker import CircuitBreaker
-from .config import Config
-from .display import plural
+from .core.breaker import CircuitBreaker
+from .core.config import Config
+from .core.display import plural
 from .usage import int_in
 
 PROBE_CALLS = 10

@@ -26,7 +26,7 @@ HARNESS = "claude-code"
 
 def run_http(address: str, calls: list[dict[str, str]], serve_for: int | None) -> int:
     from .address import page_url, parse_address
-    from .config import ConfigError
+    from .core.config import ConfigError
     from .guard.http import GuardHTTPServer
     from .guard.service import Guard
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .core.invocation import DEFAULT_HARNESS, UsageError, parse_hook
 from .harnesses import hook_module
-from .invocation import DEFAULT_HARNESS, UsageError, parse_hook
 from .judge import MAX_EVENT_BYTES, Malformed, event_of, judge
 
 TYPE_CHECKING = False
@@ -55,7 +55,7 @@ def handle(
     what = harness.parse(event)
     if what is None:
         return None
-    from .assembly import Assembly
+    from .core.assembly import Assembly
 
     assembly = Assembly.of(harness_name, harness, config_path, state)
 
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None, *, exit_process: bool = False) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from . import _log
+    from .core import _log
 
     _log.sink = say
     try:

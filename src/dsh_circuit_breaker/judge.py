@@ -8,15 +8,15 @@ event with `event_of` and answer it with `judge`; only the process around them d
 
 from __future__ import annotations
 
-from .cjson import loads
+from .core.cjson import loads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from .breaker import Decision
-    from .config import Config
+    from .core.breaker import Decision
+    from .core.config import Config
     from .harnesses._contract import Answers
 
 
@@ -97,8 +97,8 @@ def event_of(raw: bytes) -> dict[str, Any]:
 
 def _read_in_bounded_memory(raw: bytes) -> dict[str, Any]:
     """A big event with its big containers digested (`bounded`), one line if any was."""
-    from ._log import warn
-    from .bounded import read
+    from .core._log import warn
+    from .core.bounded import read
 
     try:
         event, notes = read(raw)
@@ -112,8 +112,8 @@ def _read_in_bounded_memory(raw: bytes) -> dict[str, Any]:
 def _read_as_the_harness_does(raw: bytes) -> Any:
     """An event our strict parser refused but its harness sent, so its call will run (bad
     UTF-8, deep nesting, a long integer): read as the harness reads it, with one line."""
-    from ._log import warn
-    from .lenient import read
+    from .core._log import warn
+    from .core.lenient import read
 
     try:
         event, notes = read(raw)

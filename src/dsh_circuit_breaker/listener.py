@@ -20,7 +20,7 @@ import urllib.request
 from typing import Any
 
 from . import token as tokens
-from .config_file import ENV_TOKEN
+from .core.config_file import ENV_TOKEN
 
 
 class NotOurs(Exception):

@@ -16,10 +16,10 @@ import os
 import secrets
 import time
 
-from .config import ConfigError
-from .config_file import ENV_TOKEN
-from .files import open_private, private_directory
-from .paths import default_state_dir
+from .core.config import ConfigError
+from .core.config_file import ENV_TOKEN
+from .core.files import open_private, private_directory
+from .core.paths import default_state_dir
 
 FILE_NAME = "http-token"
 MIN_LENGTH = 16

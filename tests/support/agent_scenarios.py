@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dsh_circuit_breaker import Config
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES
 from support.scripted_server import ScriptedServer, ToolResult, tool_call
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from support.fake_anthropic import FakeAnthropic
 from support.fake_gemini import FakeGemini
 from support.fake_openai import FakeOpenAI

@@ -3,15 +3,15 @@ commands that read or change it (`status`, `reset`)."""
 
 from __future__ import annotations
 
-from ..config import Config
-from ..stores.base import Store
+from ..core.config import Config
+from ..core.stores.base import Store
 
 
 def open_state(config_path: str | None, explicit: str | None) -> tuple[Config, str, Store]:
     """The hook's config, its state URL and the store there (`--config`, `--state`, the
     environment and the config file resolved exactly as the hook resolves them)."""
-    from ..config_file import hook_config, state_url
-    from ..stores import store_from_url
+    from ..core.config_file import hook_config, state_url
+    from ..core.stores import store_from_url
 
     config, file_state = hook_config(config_path)
     url = state_url(explicit, file_state)

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..display import plural, printable
-from ..files import open_regular
-from ..incidents import record_of
+from ..core.display import plural, printable
+from ..core.files import open_regular
+from ..core.incidents import record_of
 from ..usage import error
 
 
@@ -50,7 +50,7 @@ def raw(record: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     path = args.log
     if not path:
-        from ..config_file import hook_config
+        from ..core.config_file import hook_config
 
         config, _ = hook_config(args.config)
         if not config.incident_log:

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 def check_hook_options(args: argparse.Namespace) -> None:
     """`config_file.check_hook` for the installed hook of `args.target`."""
-    from ..config_file import check_hook
+    from ..core.config_file import check_hook
 
     check_hook(
         target_module(args.target), getattr(args, "config", None), getattr(args, "state", None)

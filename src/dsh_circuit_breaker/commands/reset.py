@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ..agents import forget
-from ..display import plural, printable
+from ..core.display import plural, printable
 from ..usage import FAILED, error
 
 

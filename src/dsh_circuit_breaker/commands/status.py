@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ..agents import describe
-from ..display import plural, printable, utc
+from ..core.display import plural, printable, utc
 from ..usage import int_in
 
 
@@ -83,8 +83,8 @@ def repeated_tools(log: str | None) -> dict[str, str]:
     log (empty: no log). A log that cannot be read only leaves the tools unnamed."""
     import os
 
-    from ..files import open_regular
-    from ..incidents import record_of
+    from ..core.files import open_regular
+    from ..core.incidents import record_of
 
     found: dict[str, str] = {}
     if not log:

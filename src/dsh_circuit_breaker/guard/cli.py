@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import Any
 
-from ..config_file import ENV_TOKEN
+from ..core.config_file import ENV_TOKEN
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,7 +85,7 @@ def listening(args: argparse.Namespace) -> tuple[str, int, Any, bool]:
     import ssl
 
     from ..address import is_loopback, parse_address
-    from ..config import ConfigError
+    from ..core.config import ConfigError
 
     host, port = parse_address(args.http)
     loopback = is_loopback(host)
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         return stdio.run(args.config_json, args.state)
     import logging
 
-    from ..config import ConfigError
+    from ..core.config import ConfigError
     from ..usage import PREFIX, error, os_error
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
@@ -165,7 +165,7 @@ def _check_key(path: str) -> None:
     """A TLS private key that every user may read is no secret: refused, naming it."""
     import stat
 
-    from ..config import ConfigError
+    from ..core.config import ConfigError
 
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)

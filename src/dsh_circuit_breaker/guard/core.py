@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..assembly import Assembly
-from ..config import Config, ConfigError
-from ..config_file import hook_defaults, load_over, state_url
+from ..core.assembly import Assembly
+from ..core.config import Config, ConfigError
+from ..core.config_file import hook_defaults, load_over, state_url
+from ..core.stores import store_from_url
+from ..core.stores.base import Store
 from ..harnesses import HARNESSES, load, target_module, targets
 from ..judge import Malformed
-from ..stores import store_from_url
-from ..stores.base import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

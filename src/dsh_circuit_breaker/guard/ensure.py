@@ -27,10 +27,10 @@ from typing import Any
 
 from .. import listener
 from .. import token as tokens
-from ..config import ConfigError
-from ..config_file import ENV_TOKEN
-from ..files import open_private, private_directory
-from ..paths import default_state_dir
+from ..core.config import ConfigError
+from ..core.config_file import ENV_TOKEN
+from ..core.files import open_private, private_directory
+from ..core.paths import default_state_dir
 
 START_SECONDS = 10.0
 LOG_NAME = "http-guard.log"
@@ -157,7 +157,7 @@ def _alive(pid: int) -> bool:
 
 
 def _start(args: argparse.Namespace, token: str) -> subprocess.Popen[bytes]:
-    from ..invocation import serve_command
+    from ..core.invocation import serve_command
 
     command = serve_command(args.http, args.config, args.state)
     private_directory(default_state_dir())

@@ -52,12 +52,12 @@ from importlib import resources
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
-from .._log import warn
 from .._version import __version__
 from ..address import PROBE, is_loopback
+from ..core._log import warn
+from ..core.stores import StoreUnavailable
 from ..harnesses import HARNESSES
 from ..judge import BIG_EVENT_BYTES, MAX_EVENT_BYTES
-from ..stores import StoreUnavailable
 from ..token import proof
 from .metrics import CONTENT_TYPE
 from .service import Guard
@@ -473,7 +473,7 @@ class Routes:
             return refused_json(refusal)
         # A person at the page's address without the token: say where it is, as a page.
         from .. import token as tokens
-        from ..config_file import ENV_TOKEN
+        from ..core.config_file import ENV_TOKEN
         from .unauthorized import page as unauthorized
 
         policy = ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")

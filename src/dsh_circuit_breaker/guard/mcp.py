@@ -50,7 +50,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from ..lenient import id_text, read
+from ..core.lenient import id_text, read
 
 # The 2026-07-28 per-request envelope (no `initialize`, no session): its keys in `_meta`.
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -102,7 +102,7 @@ class McpGuard:
     def __init__(
         self, config_path: str | None = None, state: str | None = None, server: str | None = None
     ) -> None:
-        from ..assembly import Assembly
+        from ..core.assembly import Assembly
         from ..harnesses import mcp as harness
 
         assembly = Assembly.of(harness.NAME, harness, config_path, state)
@@ -271,7 +271,7 @@ def result_of(answer: dict[str, Any]) -> str:
     """What a `tools/call` returned, as the rules compare it: the text of its content, one
     part a line (a part that is not text, and `structuredContent`, as JSON), marked when
     it is an error. Text, not JSON: normalizing masks times and counters line by line."""
-    from ..results import result_text
+    from ..core.results import result_text
 
     result = answer.get("result")
     if not isinstance(result, dict):
@@ -480,7 +480,7 @@ def parsed(data: bytes | None, sender: str | None = None) -> Any:
 
 def server_name(name: str | None) -> str | None:
     """`--name SERVER` checked, for either transport: it becomes the `SERVER/` prefix."""
-    from ..config import ConfigError
+    from ..core.config import ConfigError
 
     if name is None:
         return None

@@ -56,8 +56,8 @@ def add_arguments(parser: Any) -> None:
 
 
 def run(args: Any) -> int:
-    from .. import _log
-    from ..config import ConfigError
+    from ..core import _log
+    from ..core.config import ConfigError
 
     _log.sink = relay_say
     command = list(args.command)

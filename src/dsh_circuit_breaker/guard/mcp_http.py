@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from ..lenient import elements
+from ..core.lenient import elements
 from .http import GuardHTTPServer, Response, _bearer, refused_json
 from .mcp import MAX_JUDGED_LINE, META_VERSION, Connection, McpGuard, Session, parsed, relay_say
 from .metrics import Metrics
@@ -403,7 +403,7 @@ def serve(args: Any) -> int:
     import ssl
 
     from .. import token as tokens
-    from ..config import ConfigError
+    from ..core.config import ConfigError
     from .cli import listening
     from .mcp import server_name
 

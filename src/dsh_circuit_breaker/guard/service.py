@@ -28,17 +28,17 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from .._log import warn
 from ..agents import describe, forget
-from ..breaker import Decision
-from ..config import Config
+from ..core._log import warn
+from ..core.breaker import Decision
+from ..core.config import Config
+from ..core.incidents import record_of
+from ..core.state import AgentState
+from ..core.stores import StoreUnavailable
+from ..core.stores.base import Store
+from ..core.telemetry import meters
 from ..harnesses import HARNESSES
-from ..incidents import record_of
 from ..judge import Call, Malformed, Prompt, event_of, judge
-from ..state import AgentState
-from ..stores import StoreUnavailable
-from ..stores.base import Store
-from ..telemetry import meters
 from .core import Harnesses
 from .metrics import Metrics
 from .preview import Repeat, preview
@@ -329,7 +329,7 @@ class Guard:
         path = self.config.incident_log
         if not path:
             return {"log": None, "offset": 0, "incidents": []}
-        from ..files import open_private
+        from ..core.files import open_private
 
         path = os.path.expanduser(path)
         try:
@@ -399,7 +399,7 @@ def redacted(url: str) -> str:
 def _private_parent(path: str) -> None:
     directory = os.path.dirname(os.path.expanduser(path))
     if directory and not os.path.isdir(directory):
-        from ..files import private_directory
+        from ..core.files import private_directory
 
         try:
             private_directory(directory)

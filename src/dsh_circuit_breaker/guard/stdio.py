@@ -54,11 +54,11 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from .. import usage
-from .._log import warn
 from .._version import __version__
-from ..assembly import Assembly
-from ..config import Config, ConfigError
-from ..stores import StoreUnavailable
+from ..core._log import warn
+from ..core.assembly import Assembly
+from ..core.config import Config, ConfigError
+from ..core.stores import StoreUnavailable
 from .core import harness_assembly
 
 Reply = dict[str, Any]

@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..invocation import hook_command, options_of
+from ..core.invocation import hook_command, options_of
 from ..usage import FAILED, directory, error
 from . import _doctor, _http_hook, _settings
 
@@ -118,7 +118,7 @@ def post_events(harness: SomeCommandHook, config_path: str | None) -> tuple[str,
     events = harness.POST_EVENTS
     if not events:
         return ()
-    from ..config_file import hook_config
+    from ..core.config_file import hook_config
 
     return events if hook_config(config_path, harness)[0].observes_results else ()
 
@@ -187,8 +187,8 @@ def _doctor_results(
     events = harness.POST_EVENTS
     if not events:
         return
-    from ..config import ConfigError
-    from ..config_file import hook_config
+    from ..core.config import ConfigError
+    from ..core.config_file import hook_config
 
     try:
         config, _ = hook_config(config_path, harness)

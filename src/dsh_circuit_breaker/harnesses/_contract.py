@@ -14,8 +14,8 @@ import argparse
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from ..breaker import Decision
-from ..config_file import Spellings
+from ..core.breaker import Decision
+from ..core.config_file import Spellings
 from ..judge import Call, Outcome, Prompt
 from ._toml import TomlFile
 

@@ -114,9 +114,9 @@ def doctor_config_and_state(
     report: Report, config_path: str | None, state: str | None, harness: Harness | None = None
 ) -> None:
     """The config the hook would load is valid, and its state store takes a write."""
-    from ..config import ConfigError
-    from ..config_file import find_config, hook_config, state_url
-    from ..stores import StoreUnavailable, store_from_url
+    from ..core.config import ConfigError
+    from ..core.config_file import find_config, hook_config, state_url
+    from ..core.stores import StoreUnavailable, store_from_url
 
     try:
         config, file_state = hook_config(config_path, harness)

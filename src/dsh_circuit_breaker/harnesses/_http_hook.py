@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..address import DEFAULT_PORT, url_of
-from ..config_file import ENV_TOKEN
-from ..invocation import ensure_command
+from ..core.config_file import ENV_TOKEN
+from ..core.invocation import ensure_command
 from . import _doctor, _settings
 
 TYPE_CHECKING = False
@@ -115,7 +115,7 @@ def install(
 ) -> int:
     from .. import token as tokens
     from ..address import page_url, parse_address, url_of
-    from ..config import ConfigError
+    from ..core.config import ConfigError
     from ..usage import error
 
     if not args.file and args.scope == "project":
@@ -237,7 +237,7 @@ def _start_hint(harness: SomeCommandHook, address: str, start: str | None) -> st
     the installed start command names."""
     import shlex
 
-    from ..invocation import options_of
+    from ..core.invocation import options_of
 
     config, state = options_of(start) if start else (None, None)
     given = (("--config", config), ("--state", state))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..invocation import HOOK_PROGRAM, OLD_HOOK_PROGRAM, entry_point
+from ..core.invocation import HOOK_PROGRAM, OLD_HOOK_PROGRAM, entry_point
 from ..usage import FAILED, USAGE, error
 from . import _jsonc
 from ._settings import SettingsError, Unreadable, backup_note, restored_text, write_text
@@ -133,7 +133,7 @@ class McpInstallError(Exception):
 def _exit_code(exc: Exception) -> int:
     """The one convention (usage.py): what the person gave (options, a config that does not
     load, a path that cannot be read) is 2; a file we will not change is 1."""
-    from ..config import ConfigError
+    from ..core.config import ConfigError
 
     if isinstance(exc, SettingsError):
         return exc.code
@@ -296,7 +296,7 @@ def _server_name(name: str) -> str:
 
 
 def _record_path() -> Path:
-    from ..paths import default_state_dir
+    from ..core.paths import default_state_dir
 
     return Path(default_state_dir()) / STATE_FILE
 
@@ -324,8 +324,8 @@ def _save_record(path: Path, names: set[str]) -> None:
 def check_relay_options(config: str | None, state: str | None, harness: Harness) -> list[str]:
     """The relay's --config/--state, refused now if the relay would refuse them later
     (`harness`: the `mcp` module, whose spellings the relay loads the config with)."""
-    from ..config_file import hook_config, state_url
-    from ..stores import StoreUnavailable, store_from_url
+    from ..core.config_file import hook_config, state_url
+    from ..core.stores import StoreUnavailable, store_from_url
 
     loaded, file_state = hook_config(config, harness)  # ConfigError for a bad file
     try:
@@ -341,7 +341,7 @@ def check_relay_options(config: str | None, state: str | None, harness: Harness)
 
 
 def install(args: argparse.Namespace, harness: Harness) -> int:
-    from ..config import ConfigError
+    from ..core.config import ConfigError
 
     try:
         label, path, key = target(args)

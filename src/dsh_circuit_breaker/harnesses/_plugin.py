@@ -48,7 +48,7 @@ from ._stub_model import StubModel
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..core.config import Config
 
 LOADER = "dsh-circuit-breaker.js"
 HEADER = "// dsh-circuit-breaker: managed by `dsh-circuit-breaker install {name}`"
@@ -236,7 +236,7 @@ class PluginHarness:
     def prepare(self, args: argparse.Namespace) -> None:
         """Before the file is written: the recorded config is valid (a bad file fails
         here, not at the harness's start), and its incident log's directory exists."""
-        from ..config import ConfigError
+        from ..core.config import ConfigError
 
         try:
             config, _ = guard_config(self.spellings(), self.recorded(args)["configFile"])
@@ -382,7 +382,7 @@ def _failing(action: Callable[[argparse.Namespace], None], args: argparse.Namesp
 def guard_config(module: Spelled, config_file: str | None) -> tuple[Config, str | None]:
     """The config the guard will load (as that harness's command hook would), and the state
     URL its file names. `ConfigError` for a bad file."""
-    from ..config_file import hook_config
+    from ..core.config_file import hook_config
 
     return hook_config(config_file, module)
 

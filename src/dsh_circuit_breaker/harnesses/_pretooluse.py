@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from ..breaker import Decision
+    from ..core.breaker import Decision
 
 EVENTS = ("PreToolUse", "UserPromptSubmit")
 # The post-tool events install adds where the config observes results; a harness that
@@ -89,7 +89,7 @@ def answer(decision: Decision) -> str | None:
     subagent, only that subagent) without asking the model again."""
     if decision.allowed:
         return None
-    from ..cjson import canonical
+    from ..core.cjson import canonical
 
     output = deny_output(decision)
     if decision.stop:
@@ -103,7 +103,7 @@ def deny_only(decision: Decision) -> str | None:
     would drop the deny if it were asked to)."""
     if decision.allowed:
         return None
-    from ..cjson import canonical
+    from ..core.cjson import canonical
 
     return canonical(deny_output(decision))
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..config_file import ENV_TOKEN
-from ..invocation import is_ours
+from ..core.config_file import ENV_TOKEN
+from ..core.invocation import is_ours
 from ..usage import FAILED, USAGE
 
 HOOK_TIMEOUT = 30  # seconds; the hook answers in milliseconds, its lock wait is 2 s
@@ -63,7 +63,7 @@ def read_json(path: Path) -> dict[str, Any]:
     """A JSON object file ({} when missing or blank); `SettingsError` for anything else."""
     if not path.exists():
         return {}
-    from ..files import read_regular
+    from ..core.files import read_regular
 
     try:  # never a FIFO (it would block) or a directory
         text = read_regular(str(path), MAX_SETTINGS_BYTES).decode("utf-8")
@@ -196,7 +196,7 @@ def restored_text(
     """The text of the newest backup of `path` that holds exactly `data` (read with
     `loads`): the bytes the user had, where our entries were the only change since (None:
     no such backup)."""
-    from ..files import read_regular
+    from ..core.files import read_regular
 
     backups = sorted(path.parent.glob(f"{glob.escape(path.name)}.bak-*"), key=_made, reverse=True)
     for backup in backups[:MAX_BACKUPS_READ]:

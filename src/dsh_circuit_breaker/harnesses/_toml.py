@@ -66,7 +66,7 @@ def read(path: Path, array: str) -> TomlFile:
     """The file (empty when missing), its `array` checked to be an array of tables."""
     if not path.exists():
         return TomlFile(path, "", {})
-    from ..files import read_regular
+    from ..core.files import read_regular
 
     try:  # never a FIFO (it would block) or a directory
         text = read_regular(str(path), MAX_SETTINGS_BYTES).decode("utf-8")
@@ -90,7 +90,7 @@ def tables(file: TomlFile, array: str) -> list[dict[str, Any]]:
 
 def is_ours(table: dict[str, Any]) -> bool:
     """A hook table whose command is our hook's."""
-    from ..invocation import is_ours as our_command
+    from ..core.invocation import is_ours as our_command
 
     return our_command(table.get("command"))
 

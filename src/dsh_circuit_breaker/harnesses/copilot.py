@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from ..breaker import Decision
+    from ..core.breaker import Decision
 
 NAME = "copilot"
 LABEL = "GitHub Copilot"
@@ -95,12 +95,12 @@ def _arguments(args: Any) -> Any:
     the comparable value (SPEC)."""
     if not isinstance(args, str):
         return args
-    from ..cjson import loads
+    from ..core.cjson import loads
     from ..judge import BIG_EVENT_BYTES
 
     try:
         if len(args) > BIG_EVENT_BYTES:
-            from ..bounded import read
+            from ..core.bounded import read
 
             return read(args.encode("utf-8", "surrogatepass"))[0]
         return loads(args)
@@ -123,7 +123,7 @@ def answer(decision: Decision) -> str | None:
     """Allow: print nothing. Deny: Copilot's camelCase decision, exit 0."""
     if decision.allowed:
         return None
-    from ..cjson import canonical
+    from ..core.cjson import canonical
 
     return canonical({"permissionDecision": "deny", "permissionDecisionReason": decision.message})
 
@@ -179,7 +179,7 @@ def read_settings(path: Path, events: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 def _is_ours(handler: Any) -> bool:
-    from ..invocation import is_ours
+    from ..core.invocation import is_ours
 
     return (
         isinstance(handler, dict)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..display import plural
+from ..core.display import plural
 from ..dsh import NPM_NAME, PLUGIN_ID, insert_row, plugin_path, skill_path
 from ..dsh.dump import Expression, file_of, find_entries
 from ..usage import program

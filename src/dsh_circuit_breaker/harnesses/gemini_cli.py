@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from ..breaker import Decision
+    from ..core.breaker import Decision
 
 NAME = "gemini-cli"
 LABEL = "Gemini CLI"
@@ -101,7 +101,7 @@ def answer(decision: Decision) -> str | None:
     ends; the deny stays, so a Gemini CLI that ignored `continue` would still refuse."""
     if decision.allowed:
         return None
-    from ..cjson import canonical
+    from ..core.cjson import canonical
 
     out: dict[str, Any] = {"decision": "deny", "reason": decision.message}
     if decision.stop:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from ..breaker import Decision
+    from ..core.breaker import Decision
 
 NAME = "hermes"
 LABEL = "Hermes Agent"
@@ -90,7 +90,7 @@ def answer(decision: Decision) -> str | None:
     """Allow: print nothing. Deny (and stop, which Hermes cannot act on): a block."""
     if decision.allowed:
         return None
-    from ..cjson import canonical
+    from ..core.cjson import canonical
 
     return canonical({"decision": "block", "reason": decision.message})
 
@@ -135,8 +135,8 @@ def read_settings(path: Path, events: tuple[str, ...] = ()) -> dict[str, Any]:
     """The file's mapping ({} when missing or blank); `SettingsError` for a file that is not
     a YAML mapping, or whose `hooks` or an event's list is of another shape (those of
     every event of ours, `events` among them)."""
-    from ..config_file import _counted
-    from ..files import read_regular
+    from ..core.config_file import _counted
+    from ..core.files import read_regular
     from ._settings import MAX_SETTINGS_BYTES, SettingsError, Unreadable
 
     if not path.exists():
@@ -166,7 +166,7 @@ def read_settings(path: Path, events: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 def _is_ours(entry: Any) -> bool:
-    from ..invocation import is_ours
+    from ..core.invocation import is_ours
 
     return isinstance(entry, dict) and is_ours(entry.get("command"))
 

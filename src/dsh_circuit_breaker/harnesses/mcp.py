@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
-    from ..breaker import Decision
+    from ..core.breaker import Decision
     from ._contract import Harness
 
 NAME = "mcp"

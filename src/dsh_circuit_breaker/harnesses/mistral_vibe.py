@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from ..breaker import Decision
+    from ..core.breaker import Decision
     from ..judge import Prompt
     from ._toml import TomlFile
 
@@ -90,7 +90,7 @@ def answer(decision: Decision) -> str | None:
     reason is what the model gets as the tool's result."""
     if decision.allowed:
         return None
-    from ..cjson import canonical
+    from ..core.cjson import canonical
 
     return canonical({"decision": "deny", "reason": decision.message})
 

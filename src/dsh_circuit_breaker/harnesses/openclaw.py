@@ -54,7 +54,7 @@ def config_path() -> Path:
 
 def read_config(path: Path) -> dict[str, Any]:
     """The config as an object ({} for none); `InstallError` for one we must not rewrite."""
-    from ..files import read_regular
+    from ..core.files import read_regular
     from ._jsonc import loads
 
     if not path.is_symlink() and not path.exists():

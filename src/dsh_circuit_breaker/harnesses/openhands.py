@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..breaker import Decision
+    from ..core.breaker import Decision
 
 NAME = "openhands"
 LABEL = "OpenHands"
@@ -79,7 +79,7 @@ def answer(decision: Decision) -> str | None:
     """Allow: print nothing. Deny: the decision and the breaker's text as its reason."""
     if decision.allowed:
         return None
-    from ..cjson import canonical
+    from ..core.cjson import canonical
 
     output: dict[str, Any] = {"decision": "deny", "reason": decision.message}
     if decision.stop:

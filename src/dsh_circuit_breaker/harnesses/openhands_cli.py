@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from ..breaker import Decision
+    from ..core.breaker import Decision
 
 NAME = "openhands-cli"
 LABEL = "OpenHands CLI"
@@ -62,7 +62,7 @@ def answer(decision: Decision) -> str | None:
     """Allow: print nothing. Deny (a stop too): the decision and the breaker's text."""
     if decision.allowed:
         return None
-    from ..cjson import canonical
+    from ..core.cjson import canonical
 
     return canonical({"decision": "deny", "reason": decision.message})
 

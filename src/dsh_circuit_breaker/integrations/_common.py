@@ -11,10 +11,10 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
-from .._log import warn
-from ..breaker import CircuitBreaker, Decision
-from ..config import Config
-from ..stores import MemoryStore, StoreUnavailable
+from ..core._log import warn
+from ..core.breaker import CircuitBreaker, Decision
+from ..core.config import Config
+from ..core.stores import MemoryStore, StoreUnavailable
 
 T = TypeVar("T")
 CheckedCall = tuple[Any, str, Any]  # (agent, tool, arguments), as the check was asked

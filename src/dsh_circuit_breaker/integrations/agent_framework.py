@@ -37,8 +37,8 @@ from agent_framework import (
     MiddlewareTermination,
 )
 
-from ..breaker import CircuitBreaker
-from ..config import Config
+from ..core.breaker import CircuitBreaker
+from ..core.config import Config
 from ._common import (
     PendingStops,
     acheck,

@@ -26,8 +26,8 @@ from typing import Any
 
 from agno.exceptions import AgentRunException, StopAgentRun
 
-from ..breaker import CircuitBreaker, Decision
-from ..config import Config
+from ..core.breaker import CircuitBreaker, Decision
+from ..core.config import Config
 from ._common import (
     CheckedCall,
     RecentAgents,

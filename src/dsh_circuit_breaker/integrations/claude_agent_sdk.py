@@ -30,8 +30,8 @@ from claude_agent_sdk.types import (
     SyncHookJSONOutput,
 )
 
-from ..breaker import CircuitBreaker
-from ..config import Config
+from ..core.breaker import CircuitBreaker
+from ..core.config import Config
 from ..harnesses.claude_code import EXEMPT as CLAUDE_CODE_EXEMPT
 from ._common import RanCalls, acheck, areset, model_arguments, refusal_text, warn_allowed
 

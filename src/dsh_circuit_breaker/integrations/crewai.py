@@ -38,9 +38,9 @@ from crewai.hooks.dispatch import (
     unregister,
 )
 
-from ..breaker import CircuitBreaker, Decision
-from ..config import Config
-from ..stop import AgentStopped
+from ..core.breaker import CircuitBreaker, Decision
+from ..core.config import Config
+from ..core.stop import AgentStopped
 from ._common import (
     PendingStops,
     RanCalls,

@@ -34,8 +34,8 @@ import dspy  # type: ignore[import-untyped]
 from dspy.utils.callback import BaseCallback  # type: ignore[import-untyped]
 from pydantic import PrivateAttr
 
-from ..breaker import CircuitBreaker, Decision
-from ..config import Config
+from ..core.breaker import CircuitBreaker, Decision
+from ..core.config import Config
 from ._common import (
     acheck,
     arun_observed,

@@ -33,8 +33,8 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-from ..breaker import CircuitBreaker
-from ..config import Config
+from ..core.breaker import CircuitBreaker
+from ..core.config import Config
 from ._common import (
     PendingStops,
     RanCalls,

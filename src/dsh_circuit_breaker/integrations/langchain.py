@@ -30,9 +30,9 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
-from ..breaker import CircuitBreaker, Decision
-from ..config import Config
-from ..stop import AgentStopped
+from ..core.breaker import CircuitBreaker, Decision
+from ..core.config import Config
+from ..core.stop import AgentStopped
 from ._common import (
     PendingStops,
     acheck,

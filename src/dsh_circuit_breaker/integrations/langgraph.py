@@ -31,8 +31,8 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from ..breaker import CircuitBreaker, Decision
-from ..config import Config
+from ..core.breaker import CircuitBreaker, Decision
+from ..core.config import Config
 from ._common import (
     RecentAgents,
     acheck,

@@ -30,9 +30,9 @@ from typing import Any
 
 from llama_index.core.tools import BaseTool, FunctionTool, ToolOutput, adapt_to_async_tool
 
-from ..breaker import CircuitBreaker, Decision
-from ..config import Config
-from ..stop import AgentStopped
+from ..core.breaker import CircuitBreaker, Decision
+from ..core.config import Config
+from ..core.stop import AgentStopped
 from ._common import (
     CheckedCall,
     RecentAgents,

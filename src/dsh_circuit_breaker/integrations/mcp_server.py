@@ -23,8 +23,8 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..breaker import CircuitBreaker
-from ..config import Config
+from ..core.breaker import CircuitBreaker
+from ..core.config import Config
 from ._common import (
     acheck,
     arun_observed,

@@ -33,8 +33,8 @@ from agents.tool_guardrails import (
     ToolOutputGuardrailData,
 )
 
-from ..breaker import CircuitBreaker
-from ..config import Config
+from ..core.breaker import CircuitBreaker
+from ..core.config import Config
 from ._common import RanCalls, acheck, make_breaker, model_arguments, refusal_text, warn_allowed
 
 GUARDRAIL_NAME = "dsh_circuit_breaker"

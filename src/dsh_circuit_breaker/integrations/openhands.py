@@ -37,9 +37,9 @@ from openhands.sdk import Conversation
 from openhands.sdk.event import HookExecutionEvent, MessageEvent, UserRejectObservation
 from openhands.sdk.hooks import HookConfig, HookDefinition, HookMatcher
 
-from ..config_file import check_hook
+from ..core.config_file import check_hook
+from ..core.invocation import hook_command
 from ..harnesses import openhands as wire
-from ..invocation import hook_command
 
 # Seconds OpenHands waits for our hook (its default is 60): the hook answers within the
 # config's storeTimeout, and a hook that OpenHands times out lets the call run.

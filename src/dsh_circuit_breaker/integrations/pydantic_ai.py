@@ -28,9 +28,9 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 
-from ..breaker import CircuitBreaker
-from ..config import Config
-from ..stop import AgentStopped
+from ..core.breaker import CircuitBreaker
+from ..core.config import Config
+from ..core.stop import AgentStopped
 from ._common import (
     PendingStops,
     RanCalls,

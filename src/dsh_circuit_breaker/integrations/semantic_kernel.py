@@ -38,8 +38,8 @@ from semantic_kernel.contents.utils.author_role import AuthorRole
 from semantic_kernel.filters import AutoFunctionInvocationContext, FilterTypes
 from semantic_kernel.functions import FunctionResult
 
-from ..breaker import CircuitBreaker, Decision
-from ..config import Config
+from ..core.breaker import CircuitBreaker, Decision
+from ..core.config import Config
 from ._common import (
     acheck,
     arun_observed,

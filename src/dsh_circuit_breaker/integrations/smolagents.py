@@ -34,9 +34,9 @@ from smolagents.local_python_executor import (  # type: ignore[import-untyped]
 )
 from smolagents.utils import AgentError  # type: ignore[import-untyped]
 
-from .._log import warn
-from ..breaker import CircuitBreaker, Decision
-from ..config import Config
+from ..core._log import warn
+from ..core.breaker import CircuitBreaker, Decision
+from ..core.config import Config
 from ._common import (
     CheckedCall,
     PendingStops,

@@ -26,8 +26,8 @@ from strands.hooks import (
     HookRegistry,
 )
 
-from ..breaker import CircuitBreaker
-from ..config import Config
+from ..core.breaker import CircuitBreaker
+from ..core.config import Config
 from ._common import (
     RanCalls,
     acheck,

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from hashlib import blake2b
 from typing import Any
 
-from ..breaker import CircuitBreaker, Decision
-from ..config import Config
-from ..keys import call_key
-from ..results import result_digest
+from ..core.breaker import CircuitBreaker, Decision
+from ..core.config import Config
+from ..core.keys import call_key
+from ..core.results import result_digest
 from .model import RecordedCall, Transcript
 
 TIMELINE_LIMIT = 10_000  # points kept per run for the HTML picture

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from ..config import Config
-from ..display import plural
+from ..core.config import Config
+from ..core.display import plural
 from . import recommend
 from .calibration import Tally
 from .options import seconds

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Config, ConfigError
+from ..core.config import Config, ConfigError
 from .analysis import AgentRun, StopTotals
 from .options import config_summary
 

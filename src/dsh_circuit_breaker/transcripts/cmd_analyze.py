@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..display import plural
+from ..core.display import plural
 from .analysis import AgentRun, StopTotals
 from .cmd_replay import replay_row
 from .command import Command, runner

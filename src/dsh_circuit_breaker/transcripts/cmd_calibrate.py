@@ -27,7 +27,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..config import Config
+from ..core.config import Config
 from ..usage import int_in
 from . import recommend
 from .analysis import AgentRun

@@ -12,8 +12,8 @@ import sys
 from collections import Counter
 from typing import Any
 
-from ..config import Config
-from ..display import plural
+from ..core.config import Config
+from ..core.display import plural
 from .analysis import AgentRun, Denials, StopTotals
 from .command import Command, runner
 from .html import RunPicture, page

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
-from ..config import Config
+from ..core.config import Config
 from ..usage import error
 from .analysis import AgentRun, runs_of
 from .model import Problems, Transcript, Writer

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from ..display import plural
+from ..core.display import plural
 from .analysis import Point
 from .options import seconds
 

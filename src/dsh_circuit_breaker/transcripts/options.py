@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import harnesses
-from ..config import Config, ConfigError
-from ..config_file import harness_defaults
-from ..display import plural
+from ..core.config import Config, ConfigError
+from ..core.config_file import harness_defaults
+from ..core.display import plural
 from ..usage import error
 from .model import Problems, Transcript
 from .readers import FORMATS, read_transcripts
@@ -172,7 +172,7 @@ def _merged(overrides: list[tuple[str, Any]], config: Config) -> dict[str, Any]:
 def _load_file(path: str, base: Config) -> Config:
     # The shared loader: TOML, JSON or YAML by extension, camelCase or snake_case keys, or a
     # DSH patch row; a missing or invalid file is a ConfigError naming it.
-    from ..config_file import load_config as load_shared
+    from ..core.config_file import load_config as load_shared
 
     return load_shared(path, base=base)
 

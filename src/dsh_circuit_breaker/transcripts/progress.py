@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
-from ..display import plural
+from ..core.display import plural
 
 CLEAR = "\r\x1b[K"  # back to the line's start, and erase it
 

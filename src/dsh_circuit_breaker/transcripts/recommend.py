@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..config import Config
-from ..display import plural
+from ..core.config import Config
+from ..core.display import plural
 from .options import BUDGETS, config_summary
 
 

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 from typing import TextIO
 
-from ..files import open_regular
+from ..core.files import open_regular
 from .model import Problems
 
 ZSTD_SUFFIXES = (".zstd", ".zst")

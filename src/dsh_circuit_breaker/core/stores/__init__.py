@@ -15,13 +15,13 @@ if TYPE_CHECKING:
 # scheme -> "module:factory"; imported only when chosen, so the hook path stays light.
 # A factory takes (url, config) and returns a Store.
 _SCHEMES = {
-    "sqlite": "dsh_circuit_breaker.stores.sqlite:from_url",
-    "redis": "dsh_circuit_breaker.stores.redis:from_url",
-    "rediss": "dsh_circuit_breaker.stores.redis:from_url",
-    "redis+cluster": "dsh_circuit_breaker.stores.redis:from_url",
-    "rediss+cluster": "dsh_circuit_breaker.stores.redis:from_url",
-    "redis+sentinel": "dsh_circuit_breaker.stores.redis:from_url",
-    "rediss+sentinel": "dsh_circuit_breaker.stores.redis:from_url",
+    "sqlite": "dsh_circuit_breaker.core.stores.sqlite:from_url",
+    "redis": "dsh_circuit_breaker.core.stores.redis:from_url",
+    "rediss": "dsh_circuit_breaker.core.stores.redis:from_url",
+    "redis+cluster": "dsh_circuit_breaker.core.stores.redis:from_url",
+    "rediss+cluster": "dsh_circuit_breaker.core.stores.redis:from_url",
+    "redis+sentinel": "dsh_circuit_breaker.core.stores.redis:from_url",
+    "rediss+sentinel": "dsh_circuit_breaker.core.stores.redis:from_url",
 }
 
 

@@ -108,7 +108,7 @@ def attributes(
 ) -> dict[str, str | int]:
     """The event's attributes: who, which tool, which rule, how far. Nothing of the call's
     arguments or results."""
-    from ._version import COMPONENT
+    from .._version import COMPONENT
     from .identity import agent_id
 
     kind = decision.kind or ""

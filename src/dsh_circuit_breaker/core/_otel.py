@@ -23,8 +23,8 @@ from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExportResult
 from opentelemetry.sdk.resources import Resource
 
+from .._version import COMPONENT, __version__
 from ._log import warn
-from ._version import COMPONENT, __version__
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
