@@ -5,6 +5,11 @@ transports that carry decisions (the command hook, the guard's stdio, HTTP and M
 servers, the framework integrations, the transcript readers), and the commands a person
 types. A module may import its own layer and the ones below.
 
+The modules a command hook runs for a call are the kernel (`core/` and the few above it
+on the hook's path): only they are written for speed (`core/__init__.py` says how), no
+module of theirs loads one outside at its top, and every other module imports plainly
+at its top.
+
 Besides the layers, imports go one way: no module imports itself back through others
 (a circle), counting imports inside functions too, and no JavaScript file imports from
 above its own directory."""
@@ -14,9 +19,13 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import sys
 from pathlib import Path
 
 import pytest
+
+from dsh_circuit_breaker.harnesses import FRAMEWORK_HOOKS, HARNESSES
+from test_hook import HOOK_MODULES
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "dsh_circuit_breaker"
 NAME = "dsh_circuit_breaker"
@@ -224,6 +233,113 @@ def test_an_upward_javascript_import_is_found() -> None:
         "const d = await import('../d.mjs');\n"
     )
     assert upward_js_imports(text) == ["../js/guard.mjs", "../../x.mjs", "../d.mjs"]
+
+
+def kernel() -> set[str]:
+    """The modules a command hook may run for a call: the `core` package, and above it the
+    entry point, the hook, the event types, the registry and each command-hook harness's
+    module (`core/__init__.py` says why they are written for speed)."""
+    above = {
+        "",
+        "cli",
+        "hook",
+        "judge",
+        "harnesses",
+        "harnesses._defaults",
+        "harnesses._pretooluse",
+        "_version",  # the version string the build writes, which telemetry names
+    }
+    harnesses = {
+        _ours(load().__name__) for load in [*HARNESSES.values(), *FRAMEWORK_HOOKS.values()]
+    }
+    return {m for m in modules() if m == "core" or m.startswith("core.")} | above | harnesses
+
+
+def speed_tricks(path: Path) -> list[str]:
+    """What in a module's text is there for speed: `TYPE_CHECKING = False`, and an import
+    of the standard library or of this package inside a function (a third-party one there
+    is an optional extra's, loaded only where it is used; one under `try:` or under a
+    `sys.version_info` test is a platform's or a Python version's)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = [
+        f"{n.lineno}: TYPE_CHECKING = False"
+        for n in tree.body
+        if ast.unparse(n) == "TYPE_CHECKING = False"
+    ]
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        guarded = {
+            id(inner)
+            for node in ast.walk(function)
+            if isinstance(node, ast.Try)
+            or (isinstance(node, ast.If) and "sys.version_info" in ast.unparse(node.test))
+            for statement in node.body
+            for inner in ast.walk(statement)
+        }
+        found += [
+            f"{node.lineno}: {ast.unparse(node)}"
+            for node in ast.walk(function)
+            if id(node) not in guarded and _ours_or_standard(node)
+        ]
+    return sorted(set(found))
+
+
+def _ours_or_standard(node: ast.AST) -> bool:
+    ours = {"dsh_circuit_breaker", *sys.stdlib_module_names}
+    if isinstance(node, ast.ImportFrom):
+        return bool(node.level) or (node.module or "").split(".")[0] in ours
+    if isinstance(node, ast.Import):
+        return any(alias.name.split(".")[0] in ours for alias in node.names)
+    return False
+
+
+def test_the_kernel_holds_what_an_allowed_call_imports() -> None:
+    assert {_ours(m) for m in HOOK_MODULES} <= kernel()
+
+
+def test_the_kernel_imports_from_no_module_outside_it_at_its_top() -> None:
+    """A kernel module may load a command's module inside a function (the entry point
+    does), never at its top, or the hook would pay for it on every call."""
+    inside = kernel()
+    for module in sorted(inside):
+        tree = ast.parse(modules()[module].read_text(encoding="utf-8"))
+        path = modules()[module]
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        top: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                top.update(_ours(a.name) for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                stem = _stem(node, package)
+                top.update(
+                    f"{stem}.{a.name}".lstrip(".")
+                    if f"{stem}.{a.name}".lstrip(".") in modules()
+                    else stem
+                    for a in node.names
+                )
+        outside = {m for m in top if m in modules() and m not in inside}
+        assert not outside, f"{module} imports {outside} at its top"
+
+
+@pytest.mark.parametrize("module", sorted(set(modules()) - kernel()))
+def test_outside_the_kernel_a_module_imports_plainly_at_its_top(module: str) -> None:
+    assert speed_tricks(modules()[module]) == []
+
+
+def test_a_speed_trick_is_found(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import os\nTYPE_CHECKING = False\n"
+        "def f():\n    import json\n    from . import x\n    import numpy\n"
+        "    try:\n        import resource\n    except ImportError:\n        pass\n"
+        "    if sys.version_info >= (3, 11):\n        import tomllib\n"
+    )
+    assert speed_tricks(path) == [
+        "2: TYPE_CHECKING = False",
+        "4: import json",
+        "5: from . import x",
+    ]
 
 
 def test_a_harness_transport_builds_its_breaker_only_through_assembly() -> None:

@@ -7,11 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from .core.config import Config
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .core.state import AgentState
-    from .core.stores.base import Store
+from .core.state import AgentState
+from .core.stores.base import Store
 
 SUGGESTED = 5  # similar stored ids named for an id that is not in the store
 

@@ -10,7 +10,8 @@ import tempfile
 from .core.breaker import CircuitBreaker
 from .core.config import Config
 from .core.display import plural
-from .usage import int_in
+from .demo_http import run_http
+from .usage import error, int_in
 
 PROBE_CALLS = 10
 MAX_CALLS = 1000  # past the default cap (300), more calls show nothing new
@@ -51,12 +52,8 @@ MAX_SERVE_SECONDS = 86400
 
 def run(args: argparse.Namespace) -> int:
     if args.http is not None:
-        from .demo_http import run_http
-
         return run_http(args.http, probe_calls(args.calls), args.serve_for)
     if args.serve_for is not None:
-        from .usage import error
-
         return error("demo: --serve-for is for --http")
     with tempfile.TemporaryDirectory() as tmp:
         log_path = os.path.join(tmp, "incidents.jsonl")

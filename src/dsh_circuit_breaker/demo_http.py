@@ -19,16 +19,16 @@ import time
 import urllib.request
 from typing import Any
 
+from .address import page_url, parse_address
+from .core.config import ConfigError
+from .guard.http import GuardHTTPServer
+from .guard.service import Guard
 from .usage import error
 
 HARNESS = "claude-code"
 
 
 def run_http(address: str, calls: list[dict[str, str]], serve_for: int | None) -> int:
-    from .address import page_url, parse_address
-    from .core.config import ConfigError
-    from .guard.http import GuardHTTPServer
-    from .guard.service import Guard
 
     try:
         host, port = parse_address(address)

@@ -9,11 +9,10 @@ did not answer. The hook is the exception: it fails open and only warns.
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from collections.abc import Callable
 
 PREFIX = "dsh-circuit-breaker: "
 USAGE = 2
@@ -41,7 +40,6 @@ def os_error(exc: OSError) -> str:
 def int_in(low: int, high: int) -> Callable[[str], int]:
     """An argparse `type` for a whole number from `low` to `high`, so that a zero, a
     negative or a huge value is a usage error naming the option, not a traceback later."""
-    import argparse
 
     def parse(text: str) -> int:
         try:
@@ -59,8 +57,6 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
 def directory(text: str) -> str:
     """An argparse `type` for a directory that must exist (`--project`): one that does
     not would otherwise be ignored by a scope that does not use it, or fail later."""
-    import argparse
-    import os
 
     if not os.path.isdir(os.path.expanduser(text)):
         what = "is not a directory" if os.path.exists(text) else "does not exist"
@@ -71,8 +67,6 @@ def directory(text: str) -> str:
 def program(text: str) -> str:
     """An argparse `type` for an interpreter to write into a loader (`--python`): a
     missing one would be installed, and every tool call after would run unguarded."""
-    import argparse
-    import os
 
     path = os.path.expanduser(text)
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..core.config_file import hook_config
 from ..core.display import plural, printable
 from ..core.files import open_regular
 from ..core.incidents import record_of
@@ -50,8 +51,6 @@ def raw(record: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     path = args.log
     if not path:
-        from ..core.config_file import hook_config
-
         config, _ = hook_config(args.config)
         if not config.incident_log:
             return error("the incident log is off (incidentLog is empty in the config)")

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import argparse
 
-from ..harnesses import HARNESSES, PLUGIN_HARNESSES, target_label, target_module, targets
+from ..core.config_file import check_hook
+from ..harnesses import (
+    HARNESSES,
+    PLUGIN_HARNESSES,
+    _command_hook,
+    target_label,
+    target_module,
+    targets,
+)
 
 WHAT = {  # as cli.COMMANDS says it, for a TARGET's own --help
     "install": "put the breaker into",
@@ -41,8 +49,6 @@ def _add(name: str, parser: argparse.ArgumentParser, action: str) -> None:
     if name in PLUGIN_HARNESSES:
         PLUGIN_HARNESSES[name]().add_arguments(parser, action)
     else:
-        from ..harnesses import _command_hook
-
         _command_hook.add_arguments(HARNESSES[name](), parser, action)
 
 
@@ -52,7 +58,6 @@ def run_target(args: argparse.Namespace, action: str) -> int:
         return {"install": plugin.install, "uninstall": plugin.uninstall, "doctor": plugin.doctor}[
             action
         ](args)
-    from ..harnesses import _command_hook
 
     run = {
         "install": _command_hook.install,
@@ -74,8 +79,6 @@ def run(args: argparse.Namespace) -> int:
 
 def check_hook_options(args: argparse.Namespace) -> None:
     """`config_file.check_hook` for the installed hook of `args.target`."""
-    from ..core.config_file import check_hook
-
     check_hook(
         target_module(args.target), getattr(args, "config", None), getattr(args, "state", None)
     )

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..agents import forget
+from ..agents import describe, forget
 from ..core.display import plural, printable
 from ..usage import FAILED, error
+from ._state import open_state
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,8 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..agents import describe
-    from ._state import open_state
 
     wanted: list[str] = list(dict.fromkeys(args.agents))
     config, url, store = open_state(args.config, args.state)

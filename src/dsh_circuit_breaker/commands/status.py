@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
 from ..agents import describe
 from ..core.display import plural, printable, utc
+from ..core.files import open_regular
+from ..core.incidents import record_of
 from ..usage import int_in
+from ._state import open_state
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,8 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ._state import open_state
-
     rows: list[dict[str, Any]] = []
     unreadable = 0
     config, url, store = open_state(args.config, args.state)
@@ -81,10 +83,6 @@ MAX_LOG_READ = 4 * 1024 * 1024  # the end of the incident log that `status` read
 def repeated_tools(log: str | None) -> dict[str, str]:
     """agent -> the tool of its latest `duplicate` incident, from the end of the incident
     log (empty: no log). A log that cannot be read only leaves the tools unnamed."""
-    import os
-
-    from ..core.files import open_regular
-    from ..core.incidents import record_of
 
     found: dict[str, str] = {}
     if not log:

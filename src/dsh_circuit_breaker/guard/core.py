@@ -14,11 +14,8 @@ from ..core.config_file import hook_defaults, load_over, state_url
 from ..core.stores import store_from_url
 from ..core.stores.base import Store
 from ..harnesses import HARNESSES, load, target_module, targets
+from ..harnesses._contract import SomeCommandHook
 from ..judge import Malformed
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ..harnesses._contract import SomeCommandHook
 
 
 def harness_assembly(name: object, config_file: str | None, state: str | None) -> Assembly:

@@ -27,10 +27,13 @@ from typing import Any
 
 from .. import listener
 from .. import token as tokens
+from ..address import page_url, url_of
 from ..core.config import ConfigError
 from ..core.config_file import ENV_TOKEN
 from ..core.files import open_private, private_directory
+from ..core.invocation import serve_command
 from ..core.paths import default_state_dir
+from ..usage import error
 
 START_SECONDS = 10.0
 LOG_NAME = "http-guard.log"
@@ -54,8 +57,6 @@ def log_path() -> str:
 
 
 def ensure(args: argparse.Namespace) -> int:
-    from ..address import url_of
-
     if args.allow_remote or args.tls_cert:
         return _say("--ensure starts a loopback service only; start a remote one yourself", code=2)
     try:
@@ -76,8 +77,6 @@ def _show_page(origin: str, token: str) -> None:
     """The page's address, for a person who typed the command. Only on a terminal: run as
     Claude Code's SessionStart hook, stdout would go into the model's context (the token
     with it), so there it stays silent."""
-    from ..address import page_url
-
     print(f"the guard answers on {origin}\n  the live page: {page_url(origin, token)}")
 
 
@@ -108,8 +107,6 @@ def _ensure(args: argparse.Namespace, origin: str, token: str) -> int:
 def stop(args: argparse.Namespace) -> int:
     """Ask our guard on the address to stop (`POST /api/shutdown`, once it has proved it
     is ours; no pid it reports is ever signalled); 0 once nothing answers there."""
-    from ..address import url_of
-
     try:
         token = tokens.resolve(args.token, create=False)
         origin = url_of(args.http)
@@ -157,8 +154,6 @@ def _alive(pid: int) -> bool:
 
 
 def _start(args: argparse.Namespace, token: str) -> subprocess.Popen[bytes]:
-    from ..core.invocation import serve_command
-
     command = serve_command(args.http, args.config, args.state)
     private_directory(default_state_dir())
     log = open_private(log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
@@ -194,6 +189,4 @@ def _log_tail(lines: int = 5, window: int = 8192) -> str:
 def _say(message: str, option: str = "--ensure", code: int = 1) -> int:
     """One line the way every command says a problem (`usage`): 2 for a bad option, 1
     for a guard that does not answer or start."""
-    from ..usage import error
-
     return error(f"serve {option}: {message}", code)

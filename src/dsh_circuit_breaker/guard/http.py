@@ -52,15 +52,18 @@ from importlib import resources
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
+from .. import token as tokens
 from .._version import __version__
 from ..address import PROBE, is_loopback
 from ..core._log import warn
+from ..core.config_file import ENV_TOKEN
 from ..core.stores import StoreUnavailable
 from ..harnesses import HARNESSES
 from ..judge import BIG_EVENT_BYTES, MAX_EVENT_BYTES
 from ..token import proof
 from .metrics import CONTENT_TYPE
 from .service import Guard
+from .unauthorized import page as unauthorized
 from .wire import HEAD_BYTES, Refused, Request, parse_head, response
 from .workers import Workers
 
@@ -472,9 +475,6 @@ class Routes:
         if refusal.status != 401 or not page:
             return refused_json(refusal)
         # A person at the page's address without the token: say where it is, as a page.
-        from .. import token as tokens
-        from ..core.config_file import ENV_TOKEN
-        from .unauthorized import page as unauthorized
 
         policy = ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
         data = unauthorized(tokens.token_path(), ENV_TOKEN)

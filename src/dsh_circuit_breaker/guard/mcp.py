@@ -41,6 +41,7 @@ as it would without the relay. The server's exit ends the relay with the server'
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -50,7 +51,12 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from ..core.assembly import Assembly
+from ..core.config import ConfigError
 from ..core.lenient import id_text, read
+from ..core.results import result_text
+from ..harnesses import mcp as harness
+from ..judge import Call, judge
 
 # The 2026-07-28 per-request envelope (no `initialize`, no session): its keys in `_meta`.
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -102,8 +108,6 @@ class McpGuard:
     def __init__(
         self, config_path: str | None = None, state: str | None = None, server: str | None = None
     ) -> None:
-        from ..core.assembly import Assembly
-        from ..harnesses import mcp as harness
 
         assembly = Assembly.of(harness.NAME, harness, config_path, state)
         self.config = assembly.config
@@ -126,8 +130,6 @@ class McpGuard:
         """The refusal (a `CallToolResult` in `version`'s shape) for one `tools/call` of
         `tool` (the server's name for it) by `agent`, or None to pass the call on;
         `call_id`, the request's JSON-RPC id, only labels exported telemetry."""
-        from ..judge import Call, judge
-
         name = f"{self.server}/{tool}" if self.server else tool
         call = Call(agent, name, {} if arguments is None else arguments, call_id)
         text, _ = judge(self._harness, call, self.config, self.breaker)
@@ -271,8 +273,6 @@ def result_of(answer: dict[str, Any]) -> str:
     """What a `tools/call` returned, as the rules compare it: the text of its content, one
     part a line (a part that is not text, and `structuredContent`, as JSON), marked when
     it is an error. Text, not JSON: normalizing masks times and counters line by line."""
-    from ..core.results import result_text
-
     result = answer.get("result")
     if not isinstance(result, dict):
         return "JSON-RPC error: " + result_text(answer.get("error"))
@@ -289,8 +289,6 @@ def result_of(answer: dict[str, Any]) -> str:
 def response(request_id: Any, result: dict[str, Any]) -> bytes:
     """The JSON-RPC response (a line) to request `request_id`, its id as the client wrote
     it: a number keeps its text (`lenient.id_text`), so `1E400` is not `Infinity`."""
-    import json
-
     text = id_text(request_id) or json.dumps(request_id)
     body = json.dumps(result, separators=(",", ":"))
     return f'{{"jsonrpc":"2.0","id":{text},"result":{body}}}\n'.encode()
@@ -480,8 +478,6 @@ def parsed(data: bytes | None, sender: str | None = None) -> Any:
 
 def server_name(name: str | None) -> str | None:
     """`--name SERVER` checked, for either transport: it becomes the `SERVER/` prefix."""
-    from ..core.config import ConfigError
-
     if name is None:
         return None
     if not name or "/" in name or not name.isprintable():

@@ -3,10 +3,14 @@ Streamable HTTP (`mcp_http.py`). It sits above both, so that neither imports the
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Any, NoReturn
 
+from ..core import _log
+from ..core.config import ConfigError
 from .mcp import McpGuard, StdioRelay, relay_say, server_name
+from .mcp_http import serve
 
 USAGE = (
     "dsh-circuit-breaker mcp [--config FILE] [--state URL] [--name SERVER] [--agent-id ID] "
@@ -15,8 +19,6 @@ USAGE = (
 
 
 def add_arguments(parser: Any) -> None:
-    import argparse
-
     parser.usage = USAGE
 
     def error(message: str) -> NoReturn:  # one line, as every other failure of the relay
@@ -56,8 +58,6 @@ def add_arguments(parser: Any) -> None:
 
 
 def run(args: Any) -> int:
-    from ..core import _log
-    from ..core.config import ConfigError
 
     _log.sink = relay_say
     command = list(args.command)
@@ -66,7 +66,6 @@ def run(args: Any) -> int:
     if args.http:
         if command:
             return _usage("--http relays to --upstream URL; it takes no COMMAND")
-        from .mcp_http import serve  # the HTTP server's modules only for --http
 
         return serve(args)
     if args.upstream:

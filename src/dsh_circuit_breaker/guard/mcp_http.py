@@ -32,7 +32,9 @@ import hashlib
 import http.client
 import itertools
 import json
+import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -41,9 +43,21 @@ from collections.abc import Iterator
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+from .. import token as tokens
+from ..core.config import ConfigError
 from ..core.lenient import elements
+from .cli import listening
 from .http import GuardHTTPServer, Response, _bearer, refused_json
-from .mcp import MAX_JUDGED_LINE, META_VERSION, Connection, McpGuard, Session, parsed, relay_say
+from .mcp import (
+    MAX_JUDGED_LINE,
+    META_VERSION,
+    Connection,
+    McpGuard,
+    Session,
+    parsed,
+    relay_say,
+    server_name,
+)
 from .metrics import Metrics
 from .wire import SECURITY_HEADERS, Refused, Request
 
@@ -399,13 +413,6 @@ def _seconds(text: str | None) -> float:
 
 def serve(args: Any) -> int:
     """Run `mcp --http` until stopped; 2 with one line for a bad option."""
-    import signal
-    import ssl
-
-    from .. import token as tokens
-    from ..core.config import ConfigError
-    from .cli import listening
-    from .mcp import server_name
 
     if not args.upstream:
         relay_say("--http needs --upstream URL (the MCP server's)")

@@ -32,6 +32,7 @@ from ..agents import describe, forget
 from ..core._log import warn
 from ..core.breaker import Decision
 from ..core.config import Config
+from ..core.files import open_private, private_directory
 from ..core.incidents import record_of
 from ..core.state import AgentState
 from ..core.stores import StoreUnavailable
@@ -329,7 +330,6 @@ class Guard:
         path = self.config.incident_log
         if not path:
             return {"log": None, "offset": 0, "incidents": []}
-        from ..core.files import open_private
 
         path = os.path.expanduser(path)
         try:
@@ -399,8 +399,6 @@ def redacted(url: str) -> str:
 def _private_parent(path: str) -> None:
     directory = os.path.dirname(os.path.expanduser(path))
     if directory and not os.path.isdir(directory):
-        from ..core.files import private_directory
-
         try:
             private_directory(directory)
         except OSError as exc:  # the append reports it too; decisions stand

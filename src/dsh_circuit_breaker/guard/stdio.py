@@ -49,6 +49,7 @@ and the same line goes to stderr.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -278,8 +279,6 @@ def _strict(value: Any) -> bool:
 
 def run(config_json: str | None, state: str | None) -> int:
     """`serve --stdio`: answer requests on stdin until it closes."""
-    import logging
-
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
     try:
         config = Config.from_mapping(json.loads(config_json)) if config_json else None

@@ -11,13 +11,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..core.config import ConfigError
+from ..core.config_file import hook_config
 from ..core.invocation import hook_command, options_of
 from ..usage import FAILED, directory, error
 from . import _doctor, _http_hook, _settings
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ._contract import SomeCommandHook
+from ._contract import SomeCommandHook
 
 
 def add_arguments(harness: SomeCommandHook, parser: argparse.ArgumentParser, action: str) -> None:
@@ -118,7 +117,6 @@ def post_events(harness: SomeCommandHook, config_path: str | None) -> tuple[str,
     events = harness.POST_EVENTS
     if not events:
         return ()
-    from ..core.config_file import hook_config
 
     return events if hook_config(config_path, harness)[0].observes_results else ()
 
@@ -187,8 +185,6 @@ def _doctor_results(
     events = harness.POST_EVENTS
     if not events:
         return
-    from ..core.config import ConfigError
-    from ..core.config_file import hook_config
 
     try:
         config, _ = hook_config(config_path, harness)

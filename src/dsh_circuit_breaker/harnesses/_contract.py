@@ -4,8 +4,8 @@ returns it as that Protocol, so mypy holds every module to every member; a modul
 nothing of its own for an optional member borrows the default from `_defaults` by
 assignment (`NOTE = _defaults.NOTE`), as pre-commit's languages borrow from `lang_base`.
 
-Only type checkers import this module (the hook imports no `typing`): a harness module
-names these under `if TYPE_CHECKING:`.
+The hook imports no `typing`, so a module on its path (a command-hook harness's, the
+registry) names these under `if TYPE_CHECKING:`; install, doctor and the guard import them.
 """
 
 from __future__ import annotations

@@ -11,11 +11,11 @@ import time
 import uuid
 from typing import Any
 
+from ..core.config import ConfigError
+from ..core.config_file import find_config, hook_config, state_url
+from ..core.stores import StoreUnavailable, store_from_url
+from ._contract import Harness
 from ._settings import HOOK_TIMEOUT
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ._contract import Harness
 
 
 class Report:
@@ -114,9 +114,6 @@ def doctor_config_and_state(
     report: Report, config_path: str | None, state: str | None, harness: Harness | None = None
 ) -> None:
     """The config the hook would load is valid, and its state store takes a write."""
-    from ..core.config import ConfigError
-    from ..core.config_file import find_config, hook_config, state_url
-    from ..core.stores import StoreUnavailable, store_from_url
 
     try:
         config, file_state = hook_config(config_path, harness)

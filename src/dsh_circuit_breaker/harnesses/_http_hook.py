@@ -26,21 +26,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
-from ..address import DEFAULT_PORT, url_of
+from .. import listener
+from .. import token as tokens
+from ..address import DEFAULT_PORT, page_url, parse_address, probe_url, url_of
+from ..core.config import ConfigError
 from ..core.config_file import ENV_TOKEN
-from ..core.invocation import ensure_command
+from ..core.invocation import ensure_command, options_of
+from ..usage import error
 from . import _doctor, _settings
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ._contract import SomeCommandHook
+from ._contract import SomeCommandHook
 
 
 def supports(harness: SomeCommandHook) -> bool:
@@ -113,10 +117,6 @@ def install(
     settings: dict[str, Any],
     post: tuple[str, ...] = (),
 ) -> int:
-    from .. import token as tokens
-    from ..address import page_url, parse_address, url_of
-    from ..core.config import ConfigError
-    from ..usage import error
 
     if not args.file and args.scope == "project":
         return error(
@@ -172,8 +172,6 @@ def doctor(
     env = settings.get("env")
     token = env.get(ENV_TOKEN) if isinstance(env, dict) else None
     if not isinstance(token, str) or not token:
-        import os
-
         token = os.environ.get(ENV_TOKEN)
     if not token:
         report.problem(
@@ -189,10 +187,6 @@ def doctor(
 def _probe(
     report: _doctor.Report, harness: SomeCommandHook, url: str, token: str, start: str | None
 ) -> None:
-    import uuid
-
-    from .. import listener
-    from ..address import probe_url
 
     parts = urllib.parse.urlsplit(url)
     fix = _start_hint(harness, parts.netloc, start)
@@ -235,10 +229,6 @@ def _probe(
 def _start_hint(harness: SomeCommandHook, address: str, start: str | None) -> str:
     """How to start the guard the hooks ask: at their address, with the config and state
     the installed start command names."""
-    import shlex
-
-    from ..core.invocation import options_of
-
     config, state = options_of(start) if start else (None, None)
     given = (("--config", config), ("--state", state))
     options = "".join(f" {flag} {shlex.quote(value)}" for flag, value in given if value)

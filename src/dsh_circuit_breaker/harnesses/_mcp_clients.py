@@ -20,20 +20,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import shlex
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..core.config import ConfigError
+from ..core.config_file import hook_config, state_url
 from ..core.invocation import HOOK_PROGRAM, OLD_HOOK_PROGRAM, entry_point
+from ..core.paths import default_state_dir
+from ..core.stores import StoreUnavailable, store_from_url
 from ..usage import FAILED, USAGE, error
 from . import _jsonc
+from ._contract import Harness
+from ._doctor import Report, doctor_config_and_state
 from ._settings import SettingsError, Unreadable, backup_note, restored_text, write_text
-
-if TYPE_CHECKING:
-    from ._contract import Harness
 
 RELAY_VERB = "mcp"
 STATE_FILE = "mcp-installs.json"  # in the state directory: entries installed without `args`
@@ -133,8 +140,6 @@ class McpInstallError(Exception):
 def _exit_code(exc: Exception) -> int:
     """The one convention (usage.py): what the person gave (options, a config that does not
     load, a path that cannot be read) is 2; a file we will not change is 1."""
-    from ..core.config import ConfigError
-
     if isinstance(exc, SettingsError):
         return exc.code
     return USAGE if isinstance(exc, (ConfigError, McpInstallError)) else FAILED
@@ -296,8 +301,6 @@ def _server_name(name: str) -> str:
 
 
 def _record_path() -> Path:
-    from ..core.paths import default_state_dir
-
     return Path(default_state_dir()) / STATE_FILE
 
 
@@ -324,8 +327,6 @@ def _save_record(path: Path, names: set[str]) -> None:
 def check_relay_options(config: str | None, state: str | None, harness: Harness) -> list[str]:
     """The relay's --config/--state, refused now if the relay would refuse them later
     (`harness`: the `mcp` module, whose spellings the relay loads the config with)."""
-    from ..core.config_file import hook_config, state_url
-    from ..core.stores import StoreUnavailable, store_from_url
 
     loaded, file_state = hook_config(config, harness)  # ConfigError for a bad file
     try:
@@ -341,8 +342,6 @@ def check_relay_options(config: str | None, state: str | None, harness: Harness)
 
 
 def install(args: argparse.Namespace, harness: Harness) -> int:
-    from ..core.config import ConfigError
-
     try:
         label, path, key = target(args)
         options = check_relay_options(args.config, args.state, harness)
@@ -414,8 +413,6 @@ DOCTOR_TIMEOUT = 60.0  # seconds for one server to start and list its tools (npx
 def doctor(args: argparse.Namespace, harness: Harness) -> int:
     """Each wrapped server starts through the relay and lists its tools; the config and
     state the relay runs with are valid (`harness`: as `check_relay_options`'s)."""
-    from ._doctor import Report, doctor_config_and_state
-
     report = Report()
     try:
         label, path, key = target(args)
@@ -464,9 +461,6 @@ def _relay_options(options: list[str]) -> tuple[str | None, str | None]:
 def list_tools(argv: list[str], entry: dict[str, Any], holder: dict[str, Any]) -> list[str]:
     """Start `argv` as the client would (its `env` and `cwd`), speak MCP 2025-11-25 to it,
     and return the names `tools/list` gives (every page)."""
-    import queue
-    import subprocess
-    import threading
 
     env = {
         **os.environ,
@@ -499,8 +493,6 @@ def list_tools(argv: list[str], entry: dict[str, Any], holder: dict[str, Any]) -
         process.stdin.flush()
 
     def answer(request_id: int) -> dict[str, Any]:
-        import time
-
         deadline = time.monotonic() + DOCTOR_TIMEOUT
         while True:
             try:

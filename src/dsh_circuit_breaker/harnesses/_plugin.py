@@ -41,14 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.config import Config, ConfigError
+from ..core.config_file import hook_config
 from ..usage import FAILED, directory, error
 from ._doctor import Report, doctor_cli, doctor_config_and_state
 from ._settings import remove_file, write_text
 from ._stub_model import StubModel
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ..core.config import Config
 
 LOADER = "dsh-circuit-breaker.js"
 HEADER = "// dsh-circuit-breaker: managed by `dsh-circuit-breaker install {name}`"
@@ -236,8 +234,6 @@ class PluginHarness:
     def prepare(self, args: argparse.Namespace) -> None:
         """Before the file is written: the recorded config is valid (a bad file fails
         here, not at the harness's start), and its incident log's directory exists."""
-        from ..core.config import ConfigError
-
         try:
             config, _ = guard_config(self.spellings(), self.recorded(args)["configFile"])
         except ConfigError as exc:
@@ -382,8 +378,6 @@ def _failing(action: Callable[[argparse.Namespace], None], args: argparse.Namesp
 def guard_config(module: Spelled, config_file: str | None) -> tuple[Config, str | None]:
     """The config the guard will load (as that harness's command hook would), and the state
     URL its file names. `ConfigError` for a bad file."""
-    from ..core.config_file import hook_config
-
     return hook_config(config_file, module)
 
 

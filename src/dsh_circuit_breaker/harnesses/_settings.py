@@ -22,8 +22,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..core.config_file import ENV_TOKEN
+from ..core.files import read_regular
 from ..core.invocation import is_ours
 from ..usage import FAILED, USAGE
 
@@ -51,7 +53,6 @@ def is_our_http(handler: Any) -> bool:
     url, allowed = handler.get("url"), handler.get("allowedEnvVars")
     if not isinstance(url, str) or not isinstance(allowed, list):
         return False
-    from urllib.parse import urlsplit
 
     return urlsplit(url).path.startswith("/hook/") and ENV_TOKEN in allowed
 
@@ -63,7 +64,6 @@ def read_json(path: Path) -> dict[str, Any]:
     """A JSON object file ({} when missing or blank); `SettingsError` for anything else."""
     if not path.exists():
         return {}
-    from ..core.files import read_regular
 
     try:  # never a FIFO (it would block) or a directory
         text = read_regular(str(path), MAX_SETTINGS_BYTES).decode("utf-8")
@@ -196,8 +196,6 @@ def restored_text(
     """The text of the newest backup of `path` that holds exactly `data` (read with
     `loads`): the bytes the user had, where our entries were the only change since (None:
     no such backup)."""
-    from ..core.files import read_regular
-
     backups = sorted(path.parent.glob(f"{glob.escape(path.name)}.bak-*"), key=_made, reverse=True)
     for backup in backups[:MAX_BACKUPS_READ]:
         try:

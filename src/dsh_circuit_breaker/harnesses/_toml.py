@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..core.files import read_regular
+from ..core.invocation import is_ours as our_command
 from ._settings import MAX_SETTINGS_BYTES, SettingsError, write_text
 
 _HEADER = re.compile(r"\s*\[")
@@ -66,7 +68,6 @@ def read(path: Path, array: str) -> TomlFile:
     """The file (empty when missing), its `array` checked to be an array of tables."""
     if not path.exists():
         return TomlFile(path, "", {})
-    from ..core.files import read_regular
 
     try:  # never a FIFO (it would block) or a directory
         text = read_regular(str(path), MAX_SETTINGS_BYTES).decode("utf-8")
@@ -90,8 +91,6 @@ def tables(file: TomlFile, array: str) -> list[dict[str, Any]]:
 
 def is_ours(table: dict[str, Any]) -> bool:
     """A hook table whose command is our hook's."""
-    from ..core.invocation import is_ours as our_command
-
     return our_command(table.get("command"))
 
 

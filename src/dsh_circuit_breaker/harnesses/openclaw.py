@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.files import read_regular
 from ._doctor import Report
+from ._jsonc import loads
 from ._plugin import JS_DIR, Booted, InstallError, PluginHarness, run_until_ready, which
 from ._settings import MAX_SETTINGS_BYTES, write_text
 from ._stub_model import MODEL, StubModel
@@ -54,8 +56,6 @@ def config_path() -> Path:
 
 def read_config(path: Path) -> dict[str, Any]:
     """The config as an object ({} for none); `InstallError` for one we must not rewrite."""
-    from ..core.files import read_regular
-    from ._jsonc import loads
 
     if not path.is_symlink() and not path.exists():
         return {}

@@ -17,6 +17,7 @@ other request passes through untouched.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -64,8 +65,6 @@ def _connection_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
         return str(connection.session_id)
     state: dict[str, Any] = connection.state
     if STATE_KEY not in state:
-        import secrets
-
         state[STATE_KEY] = secrets.token_hex(4)
     return str(state[STATE_KEY])
 

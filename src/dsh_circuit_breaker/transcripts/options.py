@@ -14,6 +14,7 @@ from typing import Any
 from .. import harnesses
 from ..core.config import Config, ConfigError
 from ..core.config_file import harness_defaults
+from ..core.config_file import load_config as load_shared
 from ..core.display import plural
 from ..usage import error
 from .model import Problems, Transcript
@@ -172,7 +173,6 @@ def _merged(overrides: list[tuple[str, Any]], config: Config) -> dict[str, Any]:
 def _load_file(path: str, base: Config) -> Config:
     # The shared loader: TOML, JSON or YAML by extension, camelCase or snake_case keys, or a
     # DSH patch row; a missing or invalid file is a ConfigError naming it.
-    from ..core.config_file import load_config as load_shared
 
     return load_shared(path, base=base)
 
