@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -353,3 +354,18 @@ def test_a_harness_transport_builds_its_breaker_only_through_assembly() -> None:
                 name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
                 where = f"{module}:{node.lineno}"
                 assert name not in {"CircuitBreaker", "hook_config"}, where
+
+
+# Only a type checker reads it: it stands on Protocols the kernel declares for mypy alone.
+TYPE_CHECKING_ONLY = {"harnesses._contract"}
+
+
+@pytest.mark.parametrize("module", sorted(set(modules()) - TYPE_CHECKING_ONLY))
+def test_every_module_imports(module: str) -> None:
+    """Imports at a module's top run when it loads: one naming what exists only for a
+    type checker, or a circle that only `if TYPE_CHECKING:` hid, fails here. A missing
+    optional extra (a framework's package) is not ours to have."""
+    try:
+        importlib.import_module(".".join(filter(None, [NAME, module])))
+    except ModuleNotFoundError as error:
+        assert not (error.name or "").startswith(NAME), error

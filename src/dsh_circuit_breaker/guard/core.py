@@ -7,6 +7,7 @@ exactly the config and spellings its command hook has.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..core.assembly import Assembly
 from ..core.config import Config, ConfigError
@@ -14,8 +15,10 @@ from ..core.config_file import hook_defaults, load_over, state_url
 from ..core.stores import store_from_url
 from ..core.stores.base import Store
 from ..harnesses import HARNESSES, load, target_module, targets
-from ..harnesses._contract import SomeCommandHook
 from ..judge import Malformed
+
+if TYPE_CHECKING:  # `_contract` stands on Protocols the kernel declares for mypy only
+    from ..harnesses._contract import SomeCommandHook
 
 
 def harness_assembly(name: object, config_file: str | None, state: str | None) -> Assembly:

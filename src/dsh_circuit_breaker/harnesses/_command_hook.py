@@ -9,14 +9,16 @@ from __future__ import annotations
 import argparse
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import ConfigError
 from ..core.config_file import hook_config
 from ..core.invocation import hook_command, options_of
 from ..usage import FAILED, directory, error
 from . import _doctor, _http_hook, _settings
-from ._contract import SomeCommandHook
+
+if TYPE_CHECKING:  # `_contract` stands on Protocols the kernel declares for mypy only
+    from ._contract import SomeCommandHook
 
 
 def add_arguments(harness: SomeCommandHook, parser: argparse.ArgumentParser, action: str) -> None:

@@ -9,13 +9,15 @@ import shutil
 import subprocess
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import ConfigError
 from ..core.config_file import find_config, hook_config, state_url
 from ..core.stores import StoreUnavailable, store_from_url
-from ._contract import Harness
 from ._settings import HOOK_TIMEOUT
+
+if TYPE_CHECKING:  # `_contract` stands on Protocols the kernel declares for mypy only
+    from ._contract import Harness
 
 
 class Report:

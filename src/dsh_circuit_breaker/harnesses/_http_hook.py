@@ -34,7 +34,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import listener
 from .. import token as tokens
@@ -44,7 +44,9 @@ from ..core.config_file import ENV_TOKEN
 from ..core.invocation import ensure_command, options_of
 from ..usage import error
 from . import _doctor, _settings
-from ._contract import SomeCommandHook
+
+if TYPE_CHECKING:  # `_contract` stands on Protocols the kernel declares for mypy only
+    from ._contract import SomeCommandHook
 
 
 def supports(harness: SomeCommandHook) -> bool:

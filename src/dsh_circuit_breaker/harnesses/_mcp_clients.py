@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import ConfigError
 from ..core.config_file import hook_config, state_url
@@ -38,9 +38,11 @@ from ..core.paths import default_state_dir
 from ..core.stores import StoreUnavailable, store_from_url
 from ..usage import FAILED, USAGE, error
 from . import _jsonc
-from ._contract import Harness
 from ._doctor import Report, doctor_config_and_state
 from ._settings import SettingsError, Unreadable, backup_note, restored_text, write_text
+
+if TYPE_CHECKING:  # `_contract` stands on Protocols the kernel declares for mypy only
+    from ._contract import Harness
 
 RELAY_VERB = "mcp"
 STATE_FILE = "mcp-installs.json"  # in the state directory: entries installed without `args`

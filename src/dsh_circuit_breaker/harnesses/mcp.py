@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ..core.breaker import Decision
 from . import _mcp_clients
-from ._contract import Harness
+
+if TYPE_CHECKING:  # `_contract` stands on Protocols the kernel declares for mypy only
+    from ._contract import Harness
 
 NAME = "mcp"
 LABEL = "MCP"
