@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None, *, exit_process: bool = False) -> int:
         code = 0
     # A refusal exported an event: send it before the process ends, waiting a bounded time.
     # Looked up, not imported: an allowed call never loads telemetry.
-    exporter = sys.modules.get(f"{__package__}._otel")
+    exporter = sys.modules.get(f"{__package__}.core._otel")
     if exporter is not None:
         exporter.flush()
     if exit_process:
