@@ -19,7 +19,9 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -323,7 +325,14 @@ def test_the_kernel_imports_from_no_module_outside_it_at_its_top() -> None:
         assert not outside, f"{module} imports {outside} at its top"
 
 
-@pytest.mark.parametrize("module", sorted(set(modules()) - kernel()))
+# Where a person's client waits for one of our processes to start, beside the hook: a
+# plugin's guard (`serve --stdio`, started for each session before its first tool call)
+# and an MCP relay (`mcp`, one per server a client starts). Their dispatchers and the
+# relay's harness module load the HTTP server and the install code only when asked for.
+STARTS = {"guard.cli", "guard.mcp_command", "harnesses.mcp"}
+
+
+@pytest.mark.parametrize("module", sorted(set(modules()) - kernel() - STARTS))
 def test_outside_the_kernel_a_module_imports_plainly_at_its_top(module: str) -> None:
     assert speed_tricks(modules()[module]) == []
 
@@ -369,3 +378,38 @@ def test_every_module_imports(module: str) -> None:
         importlib.import_module(".".join(filter(None, [NAME, module])))
     except ModuleNotFoundError as error:
         assert not (error.name or "").startswith(NAME), error
+
+
+START_CODE = (
+    "import sys\n"
+    "from dsh_circuit_breaker.cli import main\n"
+    "try:\n"
+    "    main(sys.argv[1:])\n"
+    "except SystemExit:\n"
+    "    pass\n"
+    "print(' '.join(sorted(sys.modules)))\n"
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["serve", "--stdio"], ["mcp", "--", sys.executable, "-c", "pass"]],
+    ids=["guard", "relay"],
+)
+def test_a_plugins_guard_and_an_mcp_relay_start_without_the_http_server(
+    argv: list[str], tmp_path: Path
+) -> None:
+    """STARTS' point: the stdio guard and the stdio relay never load the HTTP server (with
+    asyncio and ssl) nor the install code."""
+    done = subprocess.run(
+        [sys.executable, "-c", START_CODE, *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "state")},
+    )
+    loaded = set(done.stdout.split())
+    assert f"{NAME}.guard.stdio" in loaded or f"{NAME}.guard.mcp" in loaded, done.stderr
+    unwanted = {f"{NAME}.guard.http", f"{NAME}.guard.mcp_http", f"{NAME}.harnesses._mcp_clients"}
+    assert not loaded & (unwanted | {"asyncio", "ssl"})

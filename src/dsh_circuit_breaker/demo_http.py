@@ -29,7 +29,6 @@ HARNESS = "claude-code"
 
 
 def run_http(address: str, calls: list[dict[str, str]], serve_for: int | None) -> int:
-
     try:
         host, port = parse_address(address)
     except ValueError as exc:

@@ -24,7 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
     wanted: list[str] = list(dict.fromkeys(args.agents))
     config, url, store = open_state(args.config, args.state)
     try:

@@ -18,5 +18,7 @@ path (`cli`, `hook`, `judge`, the registry and each command-hook harness's modul
   modules in front of them import more than they give.
 
 `tests/test_hook.py` pins the modules an allowed call imports, and `bench/hook_latency.py`
-measures what a call costs. Every module outside the kernel imports plainly at its top.
+measures what a call costs. Every module outside the kernel imports plainly at its top,
+but for the three that start a plugin's guard or an MCP relay, where a client waits too
+(`tests/test_layers.py`'s STARTS).
 """

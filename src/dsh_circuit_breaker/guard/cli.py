@@ -5,23 +5,12 @@ plugins' guard) or HTTP (`http`, with `--ensure` and `--stop` in `ensure`). Impo
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
-import ssl
-import stat
 import sys
 from typing import Any
 
-from .. import token as tokens
-from .._version import __version__
-from ..address import is_loopback, page_url, parse_address
-from ..core.config import ConfigError
 from ..core.config_file import ENV_TOKEN
-from ..usage import PREFIX, error, os_error
-from . import ensure, stdio
-from .http import GuardHTTPServer
-from .service import Guard, redacted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def build(args: argparse.Namespace) -> Any:
     """The server `serve --http` runs, bound and ready; ConfigError, ValueError or
     OSError say what is wrong."""
+    from .. import token as tokens
+    from .http import GuardHTTPServer
+    from .service import Guard
 
     host, port, tls, loopback = listening(args)
     token = tokens.resolve(args.token)
@@ -90,6 +82,10 @@ def build(args: argparse.Namespace) -> Any:
 def listening(args: argparse.Namespace) -> tuple[str, int, Any, bool]:
     """Where `--http` listens: (host, port, the TLS context or None, loopback?). A
     non-loopback address needs --allow-remote and TLS (also `mcp --http`'s rule)."""
+    import ssl
+
+    from ..address import is_loopback, parse_address
+    from ..core.config import ConfigError
 
     host, port = parse_address(args.http)
     loopback = is_loopback(host)
@@ -114,12 +110,20 @@ def listening(args: argparse.Namespace) -> tuple[str, int, Any, bool]:
 
 def run(args: argparse.Namespace) -> int:
     if args.http is None:
+        from . import stdio
+
         return stdio.run(args.config_json, args.state)
+    import logging
+
+    from ..core.config import ConfigError
+    from ..usage import PREFIX, error, os_error
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
     if args.config_json:
         return error("serve --http: --config-json is --stdio's; use --config FILE")
     if args.ensure or args.stop:
+        from . import ensure
+
         return ensure.ensure(args) if args.ensure else ensure.stop(args)
     try:
         server = build(args)
@@ -127,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
         return error(f"serve --http {args.http}: {os_error(exc)}")
     except (ConfigError, ValueError) as exc:
         return error(f"serve --http {args.http}: {exc}")
+    from .._version import __version__
+    from ..address import page_url
+    from .service import redacted
 
     if args.token:
         print(
@@ -156,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_key(path: str) -> None:
     """A TLS private key that every user may read is no secret: refused, naming it."""
+    import stat
+
+    from ..core.config import ConfigError
+
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError as exc:

@@ -108,7 +108,6 @@ class McpGuard:
     def __init__(
         self, config_path: str | None = None, state: str | None = None, server: str | None = None
     ) -> None:
-
         assembly = Assembly.of(harness.NAME, harness, config_path, state)
         self.config = assembly.config
         self.url = assembly.url

@@ -10,7 +10,6 @@ from typing import Any, NoReturn
 from ..core import _log
 from ..core.config import ConfigError
 from .mcp import McpGuard, StdioRelay, relay_say, server_name
-from .mcp_http import serve
 
 USAGE = (
     "dsh-circuit-breaker mcp [--config FILE] [--state URL] [--name SERVER] [--agent-id ID] "
@@ -58,7 +57,6 @@ def add_arguments(parser: Any) -> None:
 
 
 def run(args: Any) -> int:
-
     _log.sink = relay_say
     command = list(args.command)
     if command[:1] == ["--"]:
@@ -66,6 +64,7 @@ def run(args: Any) -> int:
     if args.http:
         if command:
             return _usage("--http relays to --upstream URL; it takes no COMMAND")
+        from .mcp_http import serve  # the HTTP server's modules only for --http
 
         return serve(args)
     if args.upstream:

@@ -119,7 +119,6 @@ def install(
     settings: dict[str, Any],
     post: tuple[str, ...] = (),
 ) -> int:
-
     if not args.file and args.scope == "project":
         return error(
             "--http puts your token into the settings file; the project's is shared "
@@ -189,7 +188,6 @@ def doctor(
 def _probe(
     report: _doctor.Report, harness: SomeCommandHook, url: str, token: str, start: str | None
 ) -> None:
-
     parts = urllib.parse.urlsplit(url)
     fix = _start_hint(harness, parts.netloc, start)
     try:  # the token and the probe go only to our own guard

@@ -15,14 +15,13 @@ the conversation): every call past the stop point stays refused, with the same t
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import TYPE_CHECKING, cast
 
-from ..core.breaker import Decision
-from . import _mcp_clients
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
-if TYPE_CHECKING:  # `_contract` stands on Protocols the kernel declares for mypy only
+    from ..core.breaker import Decision
     from ._contract import Harness
 
 NAME = "mcp"
@@ -41,22 +40,32 @@ def answer(decision: Decision) -> str | None:
 
 
 def add_arguments(parser: argparse.ArgumentParser, action: str) -> None:
-    _mcp_clients.add_arguments(parser, action)
+    from ._mcp_clients import add_arguments as add
+
+    add(parser, action)
 
 
 def install(args: argparse.Namespace) -> int:
-    return _mcp_clients.install(args, _this())
+    from ._mcp_clients import install as run
+
+    return run(args, _this())
 
 
 def uninstall(args: argparse.Namespace) -> int:
-    return _mcp_clients.uninstall(args)
+    from ._mcp_clients import uninstall as run
+
+    return run(args)
 
 
 def doctor(args: argparse.Namespace) -> int:
-    return _mcp_clients.doctor(args, _this())
+    from ._mcp_clients import doctor as run
+
+    return run(args, _this())
 
 
 def _this() -> Harness:
     """This module, for `_mcp_clients` to load the config as the relay does: it is handed
     over rather than imported there, so that imports between the two go one way."""
+    from typing import cast
+
     return cast("Harness", sys.modules[__name__])
