@@ -97,7 +97,6 @@ def gateway(openclaw: OpenClaw, log: Path) -> Iterator[int]:
         "bind": "loopback",
         "auth": {"mode": "token", "token": TOKEN},
     }
-    data["logging"] = {"file": str(log.with_suffix(".jsonl"))}  # not /tmp/openclaw/
     openclaw.config.write_text(json.dumps(data, indent=2))
     with log.open("w") as out:
         process = subprocess.Popen(

@@ -80,7 +80,8 @@ class OpenClaw:
         self.breaker_config.write_text(json.dumps(config))
 
     def point_at(self, model: FakeOpenAI) -> None:
-        """OpenClaw's config: the scripted model its one provider and the default."""
+        """OpenClaw's config: the scripted model its one provider and the default, its log
+        in the scratch HOME."""
         data = json.loads(self.config.read_text())
         provider = {
             "api": "openai-completions",
@@ -90,6 +91,7 @@ class OpenClaw:
         }
         data["models"] = {"mode": "replace", "providers": {"fake": provider}}
         data["agents"] = {"defaults": {"model": {"primary": "fake/fake-model"}}}
+        data["logging"] = {"file": str(self.home / "openclaw.log")}  # not /tmp/openclaw/
         self.config.write_text(json.dumps(data, indent=2))
 
     def run(self, turns: list[Any], session: str, prompt: str = "Go.") -> Run:
