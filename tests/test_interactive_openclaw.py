@@ -47,7 +47,6 @@ from test_openclaw_e2e import BIN, OpenClaw
 
 FIRST = "Run the cbprobe4 probe until it works"
 SECOND = "Now run it once more and say hello"
-REFUSED = "Circuit breaker: NOT run, a repeat"
 TOKEN = "gateway-token-for-tests-only"
 DENIED = render(DEFAULT_MESSAGES["duplicate"], "exec", "duplicate", 6, 6)
 STOPPED = render(DEFAULT_MESSAGES["stop"], "exec", "duplicate", 3, 3)
