@@ -79,19 +79,25 @@ class OpenClaw:
         self.breaker_config.parent.mkdir(parents=True, exist_ok=True)
         self.breaker_config.write_text(json.dumps(config))
 
+    def point_at(self, model: FakeOpenAI) -> None:
+        """OpenClaw's config: the scripted model its one provider and the default, its log
+        in the scratch HOME."""
+        data = json.loads(self.config.read_text())
+        provider = {
+            "api": "openai-completions",
+            "baseUrl": model.url,
+            "apiKey": "sk-fake-key-for-tests",
+            "models": [{"id": "fake-model", "name": "Fake"}],
+        }
+        data["models"] = {"mode": "replace", "providers": {"fake": provider}}
+        data["agents"] = {"defaults": {"model": {"primary": "fake/fake-model"}}}
+        data["logging"] = {"file": str(self.home / "openclaw.log")}  # not /tmp/openclaw/
+        self.config.write_text(json.dumps(data, indent=2))
+
     def run(self, turns: list[Any], session: str, prompt: str = "Go.") -> Run:
         model = FakeOpenAI(turns)
         with model:
-            data = json.loads(self.config.read_text())
-            provider = {
-                "api": "openai-completions",
-                "baseUrl": model.url,
-                "apiKey": "sk-fake-key-for-tests",
-                "models": [{"id": "fake-model", "name": "Fake"}],
-            }
-            data["models"] = {"mode": "replace", "providers": {"fake": provider}}
-            data["agents"] = {"defaults": {"model": {"primary": "fake/fake-model"}}}
-            self.config.write_text(json.dumps(data, indent=2))
+            self.point_at(model)
             argv = [str(BIN / "openclaw"), "agent", "--local", "--session-id", session]
             proc = subprocess.Popen(
                 [*argv, "-m", prompt, "--json"],
