@@ -1333,9 +1333,13 @@ class Hermes(Harness):
         self.check_hook_command(self.settings)
         assert "on_session_end:\n  - command: /bin/true" in self.settings.read_text()
 
-    def run(self, model: Any, prompt: str, *more: str) -> Outcome:
+    def point_at(self, model: Any) -> None:
+        """The user's config's `model.base_url`, at the fake."""
         text = self.settings.read_text()
         self.settings.write_text(HERMES_BASE_URL.sub(model.url, text, count=1))
+
+    def run(self, model: Any, prompt: str, *more: str) -> Outcome:
+        self.point_at(model)
         with self.trapped():
             return super().run(model, prompt, *more)
 
