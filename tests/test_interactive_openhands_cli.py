@@ -95,7 +95,7 @@ def at_the_end(ui: tmux.Terminal, pattern: str, what: str, seconds: float) -> st
             ui.keep(f"{what}-timeout")
             raise AssertionError(f"no {pattern!r} on the screen within {seconds} s")
         if time.monotonic() > nudge:
-            ui.keep(f"{what}-not-followed")
+            ui.keep(f"{what}-not-yet-End")
             ui.press("Tab", "End", "Tab")
             nudge = time.monotonic() + 15
         time.sleep(0.5)
