@@ -1206,12 +1206,19 @@ class OpenHandsCli(Harness):
         assert hooks["Stop"] == OPENHANDS_HOOKS["hooks"]["Stop"]  # the user's hook kept
 
     def run(self, model: Any, prompt: str, *more: str) -> Outcome:
-        # Its terminal tool runs commands in a tmux server (socket `openhands`) that outlives
-        # the CLI: one of the run's own, ended with it.
+        with self.offline():
+            return super().run(model, prompt, *more)
+
+    @contextlib.contextmanager
+    def offline(self) -> Iterator[None]:
+        """What `run_env` needs for the CLI run within, headless or in its terminal UI: the
+        trap, passing its version check only, and a tmux directory of the run's own (its
+        terminal tool runs commands in a tmux server, socket `openhands`, that outlives the
+        CLI), ended with it."""
         self.tmux = Path(tempfile.mkdtemp(prefix="oh-tmux-"))
         try:
             with self.trapped(allowed=(OPENHANDS_VERSION_CHECK,)):
-                return super().run(model, prompt, *more)
+                yield
         finally:
             subprocess.run(
                 ["tmux", "-L", "openhands", "kill-server"],

@@ -77,12 +77,15 @@ class Terminal:
             self._tmux("send-keys", "-t", self.session, key)
             time.sleep(0.5)
 
-    def choose(self, option: str, key: str, what: str, seconds: float = 60) -> None:
-        """In a menu, press `key` until the cursor (`❯`, Gemini CLI's `●`, Kimi CLI's `→`) is
-        on the line of `option`, then Enter: a UI under load may drop a key sent before it
-        draws, so each step is seen on screen."""
+    def choose(
+        self, option: str, key: str, what: str, seconds: float = 60, cursor: str = "❯●→"
+    ) -> None:
+        """In a menu, press `key` until the cursor (one of `cursor`'s characters: `❯`,
+        Gemini CLI's `●`, Kimi CLI's `→`) is on the line of `option`, then Enter: a UI under
+        load may drop a key sent before it draws, so each step is seen on screen."""
         self.wait_for(re.escape(option), what, seconds)
-        line = r"(?m)[❯●→]\s*(\d+\.\s*)?" + re.escape(option) + r"\s*(\(\w+\))?[\s│]*$"
+        mark = "[" + re.escape(cursor) + "]"
+        line = rf"(?m){mark}\s*(\d+\.\s*)?" + re.escape(option) + r"\s*(\(\w+\))?[\s│]*$"
         selected = re.compile(line)
         deadline = time.monotonic() + seconds
         while not selected.search(self.screen()):
