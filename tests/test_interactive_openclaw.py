@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from dsh_circuit_breaker.messages import DEFAULT_MESSAGES, render
+from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from support import tmux
 from support.fake_openai import FakeOpenAI, function_call
 from support.installed import Installed
