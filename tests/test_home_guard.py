@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_circuit_breaker.core import paths
+from dsh_circuit_breaker.core import files
 
 TESTS = Path(__file__).resolve().parent
 
@@ -82,8 +82,8 @@ def test_what_another_program_writes_can_be_named_and_is_still_counted(tmp_path:
 
 def test_this_session_defaults_are_in_the_scratch_tree() -> None:
     home = os.environ["HOME"]
-    assert paths.default_incident_log().startswith(home)
-    assert paths.user_config_dir().startswith(home)
+    assert files.default_incident_log().startswith(home)
+    assert files.user_config_dir().startswith(home)
     assert os.path.expanduser("~") == home
     if "REAL_HOME" not in os.environ:  # not inside test_a_session_... above
         assert "dsh-cb-test-home-" in home

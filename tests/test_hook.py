@@ -274,7 +274,6 @@ HOOK_MODULES = {
     "dsh_circuit_breaker.core.files",
     "dsh_circuit_breaker.core.invocation",
     "dsh_circuit_breaker.core.keys",
-    "dsh_circuit_breaker.core.paths",
     "dsh_circuit_breaker.core.rules",
     "dsh_circuit_breaker.core.state",
     "dsh_circuit_breaker.core.stores",

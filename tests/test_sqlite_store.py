@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from dsh_circuit_breaker import CircuitBreaker, Config, ConfigError
-from dsh_circuit_breaker.core.paths import default_state_url
+from dsh_circuit_breaker.core.files import default_state_url
 from dsh_circuit_breaker.core.state import AgentState
 from dsh_circuit_breaker.core.stores import StoreUnavailable, store_from_url
 from dsh_circuit_breaker.core.stores.sqlite import EXPIRE_BATCH, SQLiteStore, path_from_url

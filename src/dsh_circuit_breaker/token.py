@@ -18,8 +18,7 @@ import time
 
 from .core.config import ConfigError
 from .core.config_file import ENV_TOKEN
-from .core.files import open_private, private_directory
-from .core.paths import default_state_dir
+from .core.files import default_state_dir, open_private, private_directory
 
 FILE_NAME = "http-token"
 MIN_LENGTH = 16

@@ -1,7 +1,7 @@
 """The kernel: what a command hook runs for one tool call, and nothing else. Config and
 its file, keys, state, rules, the breaker, results, the stores the hook opens, incidents,
 the refusal and stop texts, telemetry, and the leaves they stand on (`cjson`, `files`,
-`paths`, `_log`).
+`_log`).
 
 A harness starts a new Python process for every tool call and waits for it, so each
 module imported here is paid for on every call, hundreds of times in a looping agent.

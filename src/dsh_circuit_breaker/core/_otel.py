@@ -230,8 +230,7 @@ def _said_lately(what: str) -> bool:
     """Whether a process of this user said `what` within the hour (a file's time in the
     state directory says when): a command hook is a process per call, and a collector that
     is down must not cost a line on stderr for every refused call."""
-    from .files import check_directory, open_private
-    from .paths import default_state_dir
+    from .files import check_directory, default_state_dir, open_private
 
     directory = default_state_dir()
     path = os.path.join(directory, f"otel-{what}-said")

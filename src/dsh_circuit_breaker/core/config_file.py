@@ -29,7 +29,7 @@ import os
 import sys
 
 from .config import Config, ConfigError, shown
-from .paths import user_config_dir
+from .files import Unsafe, default_incident_log, default_state_url, read_regular, user_config_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -123,8 +123,6 @@ def hook_config(
 
 def hook_defaults(harness: Spellings | None = None) -> Config:
     """What `hook_config` loads the file over: the harness's defaults, the incident log on."""
-    from .paths import default_incident_log
-
     return harness_defaults(harness).replace(incident_log=default_incident_log())
 
 
@@ -149,8 +147,6 @@ def state_url(explicit: str | None, from_file: str | None) -> str:
         return env
     if from_file:
         return from_file
-    from .paths import default_state_url
-
     return default_state_url()
 
 
@@ -160,8 +156,6 @@ def load_config(path: str | None = None, *, base: Config | None = None) -> Confi
 
 def read_mapping(path: str) -> dict[str, Any]:
     """The breaker's mapping in a file (a patch row's `config`, if it is a patch row)."""
-    from .files import Unsafe, read_regular
-
     try:
         raw = read_regular(os.path.expanduser(path), MAX_CONFIG_BYTES)
     except Unsafe as exc:

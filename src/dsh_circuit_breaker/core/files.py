@@ -1,4 +1,5 @@
-"""Opening the breaker's own files safely on a machine shared with other users.
+"""The breaker's own files: where they live by default (XDG base directories), and
+opening them safely on a machine shared with other users.
 
 The state file and the incident log are ours: they are opened without following a
 symlink or blocking on a FIFO, only as regular files that we own and that are linked
@@ -13,6 +14,35 @@ from __future__ import annotations
 
 import os
 import stat
+
+APP = "dsh-circuit-breaker"
+
+
+def user_config_dir() -> str:
+    """`$XDG_CONFIG_HOME/dsh-circuit-breaker`, else `~/.config/dsh-circuit-breaker`."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, APP)
+
+
+def default_state_dir() -> str:
+    """`$XDG_STATE_HOME/dsh-circuit-breaker`, else `~/.local/state/dsh-circuit-breaker`."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, APP)
+
+
+def default_state_path() -> str:
+    return os.path.join(default_state_dir(), "state.db")
+
+
+def default_state_url() -> str:
+    return "sqlite:///" + default_state_path()
+
+
+def default_incident_log() -> str:
+    return os.path.join(default_state_dir(), "incidents.jsonl")
+
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)

@@ -30,9 +30,8 @@ from .. import token as tokens
 from ..address import page_url, url_of
 from ..core.config import ConfigError
 from ..core.config_file import ENV_TOKEN
-from ..core.files import open_private, private_directory
+from ..core.files import default_state_dir, open_private, private_directory
 from ..core.invocation import serve_command
-from ..core.paths import default_state_dir
 from ..usage import error
 
 START_SECONDS = 10.0

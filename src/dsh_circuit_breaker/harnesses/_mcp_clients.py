@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import ConfigError
 from ..core.config_file import hook_config, state_url
+from ..core.files import default_state_dir
 from ..core.invocation import HOOK_PROGRAM, OLD_HOOK_PROGRAM, entry_point
-from ..core.paths import default_state_dir
 from ..core.stores import StoreUnavailable, store_from_url
 from ..usage import FAILED, USAGE, error
 from . import _jsonc

@@ -25,8 +25,14 @@ except ImportError:  # pragma: no cover - an interpreter without the split modul
     import sqlite3  # type: ignore[no-redef,unused-ignore]
 
 from ..config import Config, ConfigError, shown
-from ..files import Unsafe, check_private, open_private, private_directory
-from ..paths import default_state_dir, default_state_path
+from ..files import (
+    Unsafe,
+    check_private,
+    default_state_dir,
+    default_state_path,
+    open_private,
+    private_directory,
+)
 from ..state import AgentState
 from .unavailable import StoreUnavailable
 
