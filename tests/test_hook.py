@@ -257,7 +257,7 @@ HOOK_MODULES = {
     "dsh_circuit_breaker.cli",
     "dsh_circuit_breaker.harnesses",
     # What a harness module borrows by assignment (its members typed by `_contract`, which
-    # only mypy imports): no imports at its top, so one small module.
+    # only mypy imports): one small module, importing only what the hook has loaded.
     "dsh_circuit_breaker.harnesses._defaults",
     "dsh_circuit_breaker.harnesses._pretooluse",
     "dsh_circuit_breaker.harnesses.claude_code",

@@ -42,6 +42,9 @@ ENTRY_NAMES = (
 # Where our own arguments end in an installed command (e.g. Gemini CLI's `|| true`).
 SHELL_OPERATORS = ("||", "&&", ";", "|")
 HOOK_OPTIONS = ("--harness", "--config", "--state")
+# The seconds a harness gives the command hook (its settings entry's `timeout`): the hook
+# answers in milliseconds, its lock wait is 2 s.
+HOOK_TIMEOUT = 30
 HOOK_USAGE = "usage: dsh-circuit-breaker hook [--harness NAME] [--config FILE] [--state URL]"
 
 

@@ -4,11 +4,13 @@ module states every member and mypy checks them all.
 
 The settings operations are those of a Claude Code-shaped JSON settings file
 (`_settings`). The hook imports a harness module on every tool call, and this module with
-it, so it imports nothing at its top: each operation imports `_settings` when install,
-uninstall or doctor calls it.
+it, so at its top it imports only `core.invocation`, which the hook has loaded already:
+each operation imports `_settings` when install, uninstall or doctor calls it.
 """
 
 from __future__ import annotations
+
+from ..core.invocation import HOOK_TIMEOUT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
 
 NOTE = None  # nothing to print after install
 CLI_INSTALL = None  # its CLI comes from npm (`CLI_PACKAGE`)
-CLI_TIMEOUT = 30.0  # its `--version` answers within the hook's own timeout (_settings)
+CLI_TIMEOUT: float = HOOK_TIMEOUT  # its `--version` answers within the hook's own timeout
 POST_EVENTS: tuple[str, ...] = ()  # no post-tool event: results are not observed
 HTTP_EVENTS: tuple[str, ...] = ()  # no `install --http`
 START_EVENT = ""  # (with no HTTP_EVENTS, nothing starts the guard)

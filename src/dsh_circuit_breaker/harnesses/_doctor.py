@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import ConfigError
 from ..core.config_file import find_config, hook_config, state_url
+from ..core.invocation import HOOK_TIMEOUT
 from ..core.stores import StoreUnavailable, store_from_url
-from ._settings import HOOK_TIMEOUT
 
 if TYPE_CHECKING:  # `_contract` stands on Protocols the kernel declares for mypy only
     from ._contract import Harness

@@ -41,7 +41,7 @@ from .. import token as tokens
 from ..address import DEFAULT_PORT, page_url, parse_address, probe_url, url_of
 from ..core.config import ConfigError
 from ..core.config_file import ENV_TOKEN
-from ..core.invocation import ensure_command, options_of
+from ..core.invocation import HOOK_TIMEOUT, ensure_command, options_of
 from ..usage import error
 from . import _doctor, _settings
 
@@ -70,7 +70,7 @@ def http_handler(url: str) -> dict[str, Any]:
         "url": url,
         "headers": {"Authorization": f"Bearer ${{{ENV_TOKEN}}}"},
         "allowedEnvVars": [ENV_TOKEN],
-        "timeout": _settings.HOOK_TIMEOUT,
+        "timeout": HOOK_TIMEOUT,
         "onFailure": "block",
     }
 
@@ -89,7 +89,7 @@ def with_ours(
     result = _settings.without_ours(settings)
     hooks = dict(result.get("hooks") or {})
     url = f"{url_of(address)}/hook/{harness.NAME}"
-    start = {"type": "command", "command": command, "timeout": _settings.HOOK_TIMEOUT}
+    start = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
     for event, handler in [
         (harness.START_EVENT, start),
         *((e, http_handler(url)) for e in (*harness.HTTP_EVENTS, *post)),
@@ -206,7 +206,7 @@ def _probe(
         )
         started = time.monotonic()
         try:
-            with opener.open(request, timeout=_settings.HOOK_TIMEOUT) as response:
+            with opener.open(request, timeout=HOOK_TIMEOUT) as response:
                 body = response.read(65536).decode("utf-8", "replace").strip()
         except urllib.error.HTTPError as exc:
             report.problem(f"the guard at {url} answered HTTP {exc.code} on {name}", fix)

@@ -26,10 +26,8 @@ from urllib.parse import urlsplit
 
 from ..core.config_file import ENV_TOKEN
 from ..core.files import read_regular
-from ..core.invocation import is_ours
+from ..core.invocation import HOOK_TIMEOUT, is_ours
 from ..usage import FAILED, USAGE
-
-HOOK_TIMEOUT = 30  # seconds; the hook answers in milliseconds, its lock wait is 2 s
 
 
 class SettingsError(Exception):

@@ -221,7 +221,7 @@ def with_ours(
 ) -> dict[str, Any]:
     """A copy with exactly one handler per event of `events` running `command` (ours
     replaced)."""
-    from ._settings import HOOK_TIMEOUT
+    from ..core.invocation import HOOK_TIMEOUT
 
     result = without_ours(settings)
     hooks = dict(result.get("hooks") or {})

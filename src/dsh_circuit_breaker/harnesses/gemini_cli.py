@@ -131,9 +131,10 @@ def with_ours(
     """Our handler, its command ending in `|| true`: Gemini CLI takes any exit status
     from 2 up, with stderr, as a denial, so a hook whose Python is gone (exit 127) would
     refuse every tool call and every prompt. The hook itself always exits 0."""
+    from ..core.invocation import HOOK_TIMEOUT
     from . import _settings
 
-    handler = {"name": HOOK_NAME, "timeout": _settings.HOOK_TIMEOUT * 1000}
+    handler = {"name": HOOK_NAME, "timeout": HOOK_TIMEOUT * 1000}
     return _settings.with_ours(settings, f"{command} || true", events, handler)
 
 

@@ -208,7 +208,7 @@ def with_ours(
 ) -> dict[str, Any]:
     """Exactly one entry per event of `events` running `command` (ours replaced), after
     the user's own."""
-    from ._settings import HOOK_TIMEOUT
+    from ..core.invocation import HOOK_TIMEOUT
 
     result = without_ours(settings) or {}
     hooks = dict(result.get("hooks") or {})

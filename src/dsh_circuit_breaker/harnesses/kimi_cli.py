@@ -127,8 +127,8 @@ def with_ours(
     settings: TomlFile, command: str, events: tuple[str, ...] = SETTINGS_EVENTS
 ) -> TomlFile:
     """Exactly one table per event of `events` running `command` (ours replaced)."""
+    from ..core.invocation import HOOK_TIMEOUT
     from . import _toml
-    from ._settings import HOOK_TIMEOUT
 
     tables = [{"event": e, "command": command, "timeout": HOOK_TIMEOUT} for e in events]
     return _toml.with_tables(settings, "hooks", tables, _toml.is_ours)

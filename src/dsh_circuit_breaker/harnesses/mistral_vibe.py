@@ -142,8 +142,8 @@ def with_ours(
     settings: TomlFile, command: str, events: tuple[str, ...] = SETTINGS_EVENTS
 ) -> TomlFile:
     """Exactly one table per event of `events` running `command` (ours replaced)."""
+    from ..core.invocation import HOOK_TIMEOUT
     from . import _toml
-    from ._settings import HOOK_TIMEOUT
 
     tables = [
         {"name": HOOK_NAME + e, "type": e, "command": command, "timeout": HOOK_TIMEOUT}
