@@ -23,6 +23,7 @@ import pytest
 from conftest import require
 from support import tmux
 from support.fake_anthropic import FakeAnthropic
+from support.harness_run import side_lines
 from support.installed import Installed
 from support.plugin_harnesses import closed_port
 from support.scripted_server import tool_call
@@ -59,10 +60,6 @@ def model_reply(side: Path) -> Any:
         return "Hello: it ran." if answered else call
 
     return reply
-
-
-def lines(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 def test_claude_code_interactive_refusals_then_the_stop(installed: Installed) -> None:
@@ -108,7 +105,7 @@ def test_claude_code_interactive_refusals_then_the_stop(installed: Installed) ->
             assert "Ran 5 shell commands, did not run 3 other calls" in flat
             assert "3 actions not run · permission denied" in flat
             assert "hook stopped Claude Circuit breaker: this agent is being stopped" in flat
-            assert lines(side) == 5
+            assert len(side_lines(side)) == 5
             asked = len(model.requests)
             time.sleep(5)
             assert len(model.requests) == asked, "a model request after the stop"
@@ -116,5 +113,5 @@ def test_claude_code_interactive_refusals_then_the_stop(installed: Installed) ->
             ui.keep("back-at-the-prompt")
             ui.type(SECOND)
             ui.wait_for(r"Hello: it ran\.", "a-second-prompt-starts-afresh", 240)
-            assert lines(side) == 6  # the same call ran again: the typed prompt reset it
+            assert len(side_lines(side)) == 6  # the same call ran again: the typed prompt reset it
     assert model.errors == []

@@ -23,6 +23,7 @@ import pytest
 from conftest import require
 from support import tmux
 from support.fake_gemini import FakeGemini, tool_call
+from support.harness_run import side_lines
 from support.installed import Installed
 from support.plugin_harnesses import closed_port
 
@@ -66,10 +67,6 @@ def model_reply(side: Path) -> Any:
     return reply
 
 
-def lines(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
-
-
 def test_gemini_cli_interactive_loop_dialog_then_the_breaker(installed: Installed) -> None:
     require(GEMINI.exists(), "the Gemini CLI (tests/e2e: npm ci)")
     require(tmux.available(), "tmux (Debian's tmux)")
@@ -103,11 +100,12 @@ def test_gemini_cli_interactive_loop_dialog_then_the_breaker(installed: Installe
             ui.wait_for(r"Type your message", "started")
             ui.type(FIRST)
             ui.wait_for(r"A potential loop was detected", "its-loop-dialog", 240)
-            assert lines(side) == 4  # Gemini CLI's own guard stopped the 5th
+            assert len(side_lines(side)) == 4  # Gemini CLI's own guard stopped the 5th
             ui.choose("Disable loop detection for this session", "Down", "disable-its-guard")
             screen = ui.wait_for(r"Agent execution stopped by hook", "the-breaker-stops", 240)
             assert STOPPED in " ".join(screen.split())
-            assert lines(side) == 5  # 4 before the dialog, 1 after: the retry kept the count
+            # 4 before the dialog, 1 after: the retry kept the count
+            assert len(side_lines(side)) == 5
             asked = len(model.requests)
             time.sleep(5)
             assert len(model.requests) == asked, "a model request after the stop"
@@ -115,5 +113,5 @@ def test_gemini_cli_interactive_loop_dialog_then_the_breaker(installed: Installe
             assert ui.alive()
             ui.type(SECOND)
             ui.wait_for(r"Hello: it ran\.", "a-second-prompt-starts-afresh", 240)
-            assert lines(side) == 6  # the same call ran again: the typed prompt reset it
+            assert len(side_lines(side)) == 6  # the same call ran again: the typed prompt reset it
     assert model.errors == []

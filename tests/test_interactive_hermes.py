@@ -38,6 +38,7 @@ from conftest import require
 from support import tmux
 from support.command_hook_harnesses import in_scratch_home, user_texts
 from support.fake_openai import FakeOpenAI, function_call
+from support.harness_run import side_lines
 from support.installed import Installed
 
 FIRST = "Run the cbprobe4 probe until it works"
@@ -84,10 +85,6 @@ def titling(body: dict[str, Any]) -> bool:
     return str(first.get("content", "")).startswith(TITLE_PROMPT)
 
 
-def lines(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
-
-
 def check_results(results: list[str], refusal: str) -> None:
     """What the model got for the calls of the first prompt: 5 ran, then our refusal as
     Hermes's JSON error, up to its iteration budget."""
@@ -119,7 +116,7 @@ def test_hermes_interactive_refusals_then_its_own_budget(
             flat = " ".join(screen.split())
             assert f"Reached maximum iterations ({BUDGET}). Requesting summary..." in flat
             assert "Circuit breaker" not in flat
-            assert lines(side) == 5
+            assert len(side_lines(side)) == 5
             asked = len(model.replies)  # the agent's requests, not the title's
             time.sleep(5)
             assert len(model.replies) == asked == BUDGET + 1, "a request after the turn ended"
@@ -127,6 +124,6 @@ def test_hermes_interactive_refusals_then_its_own_budget(
             ui.wait_for(r"(?m)^❯\s*$", "back-at-the-prompt")
             ui.type(SECOND)
             ui.wait_for(r"Hello: it ran\.", "a-second-prompt-starts-afresh", 240)
-            assert lines(side) == 6  # the same call ran again: the typed prompt reset it
+            assert len(side_lines(side)) == 6  # the same call ran again: the typed prompt reset it
             assert "Circuit breaker" not in model.tool_results()[-1].text
     assert model.errors == []

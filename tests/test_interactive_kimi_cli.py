@@ -32,6 +32,7 @@ from conftest import require
 from support import tmux
 from support.command_hook_harnesses import in_scratch_home, user_texts
 from support.fake_openai import FakeOpenAI, function_call
+from support.harness_run import side_lines
 from support.installed import Installed
 
 FIRST = "Run the cbprobe4 probe until it works"
@@ -61,10 +62,6 @@ def model_reply(side: Path) -> Any:
         return "Hello: it ran." if last.get("role") == "tool" else call
 
     return reply
-
-
-def lines(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 def check_results(results: list[str], refusal: str) -> None:
@@ -97,7 +94,7 @@ def test_kimi_cli_interactive_refusals_then_its_own_stop(
             screen = ui.wait_for(r"(Hook blocked[\s\S]*){7}── input ─", "its-own-stop", 300)
             assert screen.count("Used Shell (echo cbprobe4") == 12, screen
             assert "Circuit breaker" not in screen  # only Kimi's "Hook blocked"
-            assert lines(side) == 5
+            assert len(side_lines(side)) == 5
             asked = len(model.requests)
             time.sleep(5)
             assert asked == len(model.requests) == 12, "a model request after Kimi's stop"
@@ -105,6 +102,6 @@ def test_kimi_cli_interactive_refusals_then_its_own_stop(
             assert ui.alive()
             ui.type(SECOND)
             ui.wait_for(r"Hello: it ran\.", "a-second-prompt-starts-afresh", 240)
-            assert lines(side) == 6  # the same call ran again: the typed prompt reset it
+            assert len(side_lines(side)) == 6  # the same call ran again: the typed prompt reset it
             assert "Circuit breaker" not in model.tool_results()[-1].text
     assert model.errors == []

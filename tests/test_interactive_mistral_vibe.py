@@ -30,6 +30,7 @@ from conftest import require
 from support import tmux
 from support.command_hook_harnesses import MistralVibe, in_scratch_home
 from support.fake_openai import FakeOpenAI, function_call
+from support.harness_run import side_lines
 from support.installed import Installed
 
 FIRST = "Run the cbprobe4 probe until it works"
@@ -61,10 +62,6 @@ def model_reply(side: Path) -> Any:
     return reply
 
 
-def lines(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
-
-
 def test_mistral_vibe_interactive_refusals_no_stop_no_reset(
     installed: Installed, harness_cache: Path
 ) -> None:
@@ -90,7 +87,7 @@ def test_mistral_vibe_interactive_refusals_no_stop_no_reset(
             ui.press("C-o")
             screen = ui.wait_for(re.escape(DENIED_LINE), "its-tool-output-view")
             assert screen.count("Ran echo cbprobe4 >>") == 5
-            assert lines(side) == 5
+            assert len(side_lines(side)) == 5
             ui.press("Escape")
             ui.wait_for(r"Interrupted · What should Vibe do instead\?", "escape-interrupts")
             asked = len(model.requests)
@@ -104,5 +101,5 @@ def test_mistral_vibe_interactive_refusals_no_stop_no_reset(
             ui.type(SECOND)
             screen = ui.wait_for(r"It said: Circuit breaker", "a-second-prompt-refused-too", 240)
             assert REFUSED in " ".join(screen.split())
-            assert lines(side) == 5  # no prompt event: the count carried on
+            assert len(side_lines(side)) == 5  # no prompt event: the count carried on
     assert model.errors == []

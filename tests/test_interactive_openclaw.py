@@ -41,6 +41,7 @@ from conftest import require
 from dsh_circuit_breaker.core.messages import DEFAULT_MESSAGES, render
 from support import tmux
 from support.fake_openai import FakeOpenAI, function_call
+from support.harness_run import side_lines
 from support.installed import Installed
 from support.plugin_harnesses import closed_port
 from test_openclaw_e2e import BIN, OpenClaw
@@ -79,10 +80,6 @@ def model_reply(side: Path) -> Any:
         return "Hello: it ran." if answered else call
 
     return reply
-
-
-def lines(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 @contextmanager
@@ -152,7 +149,7 @@ def test_openclaw_tui_refusals_then_the_stop(installed: Installed, tmp_path: Pat
                 flat = " ".join(screen.split())
                 assert f"Exec Probe (blocked) Probe {DENIED}" in flat
                 assert "Exec Probe (blocked) Probe Aborted run aborted" in flat
-                assert lines(side) == 5
+                assert len(side_lines(side)) == 5
                 results = [r.text for r in model.tool_results()]
                 assert results == ["(no output)"] * 5 + [DENIED] * 2
                 asked = len(model.requests)
@@ -163,5 +160,6 @@ def test_openclaw_tui_refusals_then_the_stop(installed: Installed, tmp_path: Pat
                 ui.keep("back-at-the-composer")
                 ui.type(SECOND)
                 ui.wait_for(r"Hello: it ran\.", "a-second-prompt-starts-afresh", 240)
-                assert lines(side) == 6  # the same call ran again: the typed prompt reset it
+                # The same call ran again: the typed prompt reset it
+                assert len(side_lines(side)) == 6
     assert model.errors == []

@@ -36,6 +36,7 @@ from conftest import require
 from support import tmux
 from support.command_hook_harnesses import Harness, in_scratch_home
 from support.fake_openai import FakeOpenAI
+from support.harness_run import side_lines
 from support.installed import Installed
 from support.scripted_server import text_of
 
@@ -69,10 +70,6 @@ def model_reply(h: Harness, side: Path) -> Any:
         return GIVE_UP if results >= CALLS else h.shell(probe, f"Probe step {results + 1}")
 
     return reply
-
-
-def lines(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 def flat(screen: str) -> str:
@@ -135,7 +132,7 @@ def test_openhands_cli_interactive_five_run_then_refusals(
             ui.type(FIRST)
             screen = ui.wait_for(r"Confirm 1 action\(s\)\?", "asks-to-confirm", 240)
             assert "Hook: PreToolUse (terminal) Status: SUCCESS" in flat(screen)
-            assert lines(side) == 0
+            assert len(side_lines(side)) == 0
             ui.choose("Always", "Down", "always", cursor=">")
             screen = at_the_end(ui, re.escape(GIVE_UP), "the-model-gives-up", 300)
             shown = flat(screen)
@@ -143,7 +140,7 @@ def test_openhands_cli_interactive_five_run_then_refusals(
             assert re.search(r"Probe step 5: \$ echo cbprobe4 >> \S+ ✓", shown), shown
             assert re.search(r"Probe step 6: \$ echo cbprobe4 >> \S+ ✗", shown), shown
             assert re.search(r"Probe step 7: \$ echo cbprobe4 >> \S+ ✗", shown), shown
-            assert lines(side) == 5
+            assert len(side_lines(side)) == 5
             asked = len(model.requests)
             time.sleep(5)
             assert len(model.requests) == asked == CALLS + 1, "a model request after the end"
@@ -152,7 +149,7 @@ def test_openhands_cli_interactive_five_run_then_refusals(
             ui.type(SECOND)
             screen = at_the_end(ui, r"Hello: it ran\.", "a-second-prompt-starts-afresh", 240)
             assert re.search(r"Once more: \$ echo cbprobe4 >> \S+ ✓", flat(screen)), screen
-            assert lines(side) == 6  # the same call ran again: the typed prompt reset it
+            assert len(side_lines(side)) == 6  # the same call ran again: the typed prompt reset it
             # Our whole text, as a person reads it: Ctrl+O (Toggle Cells) opens every cell,
             # Tab goes to the last one, Up a cell back at a time, to the refused calls.
             ui.press("C-o", "Tab")

@@ -19,6 +19,7 @@ import pytest
 from conftest import require
 from support import tmux
 from support.fake_openai import FakeOpenAI, function_call
+from support.harness_run import side_lines
 from support.installed import Installed
 from support.plugin_harnesses import MODEL, PROVIDER, Pi
 
@@ -50,10 +51,6 @@ def _text(content: Any) -> str:
     return content.strip() if isinstance(content, str) else ""
 
 
-def lines(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
-
-
 def test_pi_interactive_refusals_then_the_stop(installed: Installed) -> None:
     require(tmux.available(), "tmux (Debian's tmux)")
     pi = Pi(installed)
@@ -73,7 +70,7 @@ def test_pi_interactive_refusals_then_the_stop(installed: Installed) -> None:
             screen = ui.wait_for(r"this agent is being stopped", "the-breaker-stops", 300)
             flat = " ".join(screen.split())
             assert "Circuit breaker: NOT run, a repeat" in flat
-            assert lines(side) == 5
+            assert len(side_lines(side)) == 5
             asked = len(model.requests)
             time.sleep(5)
             assert len(model.requests) == asked, "a model request after the stop"
@@ -81,5 +78,6 @@ def test_pi_interactive_refusals_then_the_stop(installed: Installed) -> None:
             ui.keep("back-at-the-editor")
             ui.type(SECOND)
             ui.wait_for(r"Hello: it ran\.", "a-second-prompt-starts-afresh", 240)
-            assert lines(side) == 6  # the same call ran again: a new prompt, a new agent run
+            # The same call ran again: a new prompt, a new agent run
+            assert len(side_lines(side)) == 6
     assert model.errors == []
