@@ -74,7 +74,7 @@ def modules() -> dict[str, Path]:
 def imports(module: str, path: Path) -> set[str]:
     """The package's modules `module` imports, at its top or inside a function (`from X
     import Y` imports X, and Y too where Y is a module)."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    package = _package(module, path)
     known = modules()
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -92,7 +92,7 @@ def runtime_imports(module: str, path: Path) -> set[str]:
     circle test: a `from X import Y` counts X.Y where Y is a module and X otherwise, and
     X itself unless it is a package holding `module` (always imported before it).
     Imports under `if TYPE_CHECKING:` never run, and are left out."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    package = _package(module, path)
     parts = module.split(".") if module else []
     holders = {".".join(parts[:i]) for i in range(len(parts))}
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -112,12 +112,21 @@ def runtime_imports(module: str, path: Path) -> set[str]:
             found.update(_ours(a.name) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             stem = _stem(node, package)
-            for alias in node.names:
-                full = f"{stem}.{alias.name}".lstrip(".")
-                found.add(full if full in known else stem)
+            found |= _named(node, stem)
             if stem not in holders:
                 found.add(stem)
     return {name for name in found if name in known and name != module}
+
+
+def _package(module: str, path: Path) -> str:
+    """The package `module`'s relative imports start from."""
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _named(node: ast.ImportFrom, stem: str) -> set[str]:
+    """The modules a `from X import Y, ...` runs: X.Y where Y is a module, else X."""
+    found = {f"{stem}.{alias.name}".lstrip(".") for alias in node.names}
+    return {name if name in modules() else stem for name in found}
 
 
 def _stem(node: ast.ImportFrom, package: str) -> str:
@@ -306,21 +315,14 @@ def test_the_kernel_imports_from_no_module_outside_it_at_its_top() -> None:
     does), never at its top, or the hook would pay for it on every call."""
     inside = kernel()
     for module in sorted(inside):
-        tree = ast.parse(modules()[module].read_text(encoding="utf-8"))
         path = modules()[module]
-        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        package = _package(module, path)
         top: set[str] = set()
-        for node in tree.body:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.Import):
                 top.update(_ours(a.name) for a in node.names)
             elif isinstance(node, ast.ImportFrom):
-                stem = _stem(node, package)
-                top.update(
-                    f"{stem}.{a.name}".lstrip(".")
-                    if f"{stem}.{a.name}".lstrip(".") in modules()
-                    else stem
-                    for a in node.names
-                )
+                top |= _named(node, _stem(node, package))
         outside = {m for m in top if m in modules() and m not in inside}
         assert not outside, f"{module} imports {outside} at its top"
 
