@@ -57,7 +57,6 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
 def directory(text: str) -> str:
     """An argparse `type` for a directory that must exist (`--project`): one that does
     not would otherwise be ignored by a scope that does not use it, or fail later."""
-
     if not os.path.isdir(os.path.expanduser(text)):
         what = "is not a directory" if os.path.exists(text) else "does not exist"
         raise argparse.ArgumentTypeError(f"{text} {what}")
@@ -67,7 +66,6 @@ def directory(text: str) -> str:
 def program(text: str) -> str:
     """An argparse `type` for an interpreter to write into a loader (`--python`): a
     missing one would be installed, and every tool call after would run unguarded."""
-
     path = os.path.expanduser(text)
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise argparse.ArgumentTypeError(f"{text} is not an executable file")

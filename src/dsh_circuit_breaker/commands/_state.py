@@ -12,7 +12,6 @@ from ..core.stores.base import Store
 def open_state(config_path: str | None, explicit: str | None) -> tuple[Config, str, Store]:
     """The hook's config, its state URL and the store there (`--config`, `--state`, the
     environment and the config file resolved exactly as the hook resolves them)."""
-
     config, file_state = hook_config(config_path)
     url = state_url(explicit, file_state)
     return config, url, store_from_url(url, config)

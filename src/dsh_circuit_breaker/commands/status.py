@@ -83,7 +83,6 @@ MAX_LOG_READ = 4 * 1024 * 1024  # the end of the incident log that `status` read
 def repeated_tools(log: str | None) -> dict[str, str]:
     """agent -> the tool of its latest `duplicate` incident, from the end of the incident
     log (empty: no log). A log that cannot be read only leaves the tools unnamed."""
-
     found: dict[str, str] = {}
     if not log:
         return found

@@ -413,7 +413,6 @@ def _seconds(text: str | None) -> float:
 
 def serve(args: Any) -> int:
     """Run `mcp --http` until stopped; 2 with one line for a bad option."""
-
     if not args.upstream:
         relay_say("--http needs --upstream URL (the MCP server's)")
         return 2

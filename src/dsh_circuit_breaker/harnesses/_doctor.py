@@ -116,7 +116,6 @@ def doctor_config_and_state(
     report: Report, config_path: str | None, state: str | None, harness: Harness | None = None
 ) -> None:
     """The config the hook would load is valid, and its state store takes a write."""
-
     try:
         config, file_state = hook_config(config_path, harness)
     except ConfigError as exc:

@@ -329,7 +329,6 @@ def _save_record(path: Path, names: set[str]) -> None:
 def check_relay_options(config: str | None, state: str | None, harness: Harness) -> list[str]:
     """The relay's --config/--state, refused now if the relay would refuse them later
     (`harness`: the `mcp` module, whose spellings the relay loads the config with)."""
-
     loaded, file_state = hook_config(config, harness)  # ConfigError for a bad file
     try:
         store_from_url(state_url(state, file_state), loaded).close()
@@ -463,7 +462,6 @@ def _relay_options(options: list[str]) -> tuple[str | None, str | None]:
 def list_tools(argv: list[str], entry: dict[str, Any], holder: dict[str, Any]) -> list[str]:
     """Start `argv` as the client would (its `env` and `cwd`), speak MCP 2025-11-25 to it,
     and return the names `tools/list` gives (every page)."""
-
     env = {
         **os.environ,
         **{k: str(v) for k, v in (holder.get("env") or entry.get("env") or {}).items()},

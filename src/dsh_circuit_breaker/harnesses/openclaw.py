@@ -56,7 +56,6 @@ def config_path() -> Path:
 
 def read_config(path: Path) -> dict[str, Any]:
     """The config as an object ({} for none); `InstallError` for one we must not rewrite."""
-
     if not path.is_symlink() and not path.exists():
         return {}
     try:  # never a FIFO, a directory or a link we did not make
